@@ -1,0 +1,55 @@
+# Distributed RL with Ray: every workshop command. `make help` lists them.
+# Everything runs in .venv, created on first use; re-installs when pyproject.toml changes.
+
+PYTHON  ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+# Extra pip arguments, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu on a Linux laptop
+# without a GPU (the CPU build of torch is ~200 MB instead of several GB).
+TORCH_INDEX ?=
+PIP_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
+
+.PHONY: help install lab test unit nbval lint notebooks student clean
+
+help:
+	@echo "make lab        set up (first time) and open the workshop in JupyterLab"
+	@echo "make test       set up (first time) and run every test: lint, unit tests, notebooks"
+	@echo "make notebooks  re-execute every notebook in full mode, in place (refreshes outputs)"
+	@echo "make lint       ruff on the code and the notebooks"
+	@echo "make student    attendee notebooks (no solutions) in build/student"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required: run make PYTHON=python3.11 ...")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+# The test command: quick mode, each pytest run with its own Ray temp dir (see conftest.py).
+test: $(STAMP)
+	$(BIN)/ruff check .
+	COURSE_QUICK=1 $(BIN)/python -m pytest
+	COURSE_QUICK=1 $(BIN)/python -m pytest --nbval notebooks/
+
+unit: $(STAMP)
+	COURSE_QUICK=1 $(BIN)/python -m pytest
+
+nbval: $(STAMP)
+	COURSE_QUICK=1 $(BIN)/python -m pytest --nbval notebooks/
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+notebooks: $(STAMP)
+	$(BIN)/python scripts/notebooks.py execute
+
+student: $(STAMP)
+	$(BIN)/python scripts/notebooks.py student --out build/student
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,98 @@
+"""Quick mode and the config pattern used by every lesson.
+
+Quick mode is how CI (and an impatient attendee) runs the notebooks in seconds instead of
+minutes: the same code, smaller numbers. It is read from one environment variable, here and
+nowhere else.
+
+A config is a dataclass that subclasses `Config`; its `QUICK` class attribute holds the
+overrides for quick mode, and `Config.preset()` returns the one to use now::
+
+    @dataclass
+    class TrainConfig(Config):
+        QUICK: ClassVar[dict] = {"total_steps": 2_000}
+        total_steps: int = 100_000
+        lr: float = 1e-3
+
+    cfg = TrainConfig.preset()              # quick or full, from COURSE_QUICK
+    cfg = cfg.updated({"lr": 5e-4})         # checked: unknown keys and wrong types are refused
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from typing import Any, ClassVar
+
+QUICK_ENV_VAR = "COURSE_QUICK"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def quick_mode() -> bool:
+    """True when COURSE_QUICK asks for the small, fast version of every run."""
+    value = os.environ.get(QUICK_ENV_VAR, "0").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{QUICK_ENV_VAR}={value!r} is not understood: "
+                     "set it to 1 (quick) or 0 (full).")
+
+
+def mode_name() -> str:
+    """'quick' or 'full', for titles and logs."""
+    return "quick" if quick_mode() else "full"
+
+
+class Config:
+    """Base class for dataclass configs: a quick preset plus checked overrides."""
+
+    QUICK: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def preset(cls, quick: bool | None = None):
+        """The config to run: defaults, with `QUICK` applied in quick mode."""
+        quick = quick_mode() if quick is None else quick
+        return cls(**cls.QUICK) if quick else cls()
+
+    def updated(self, overrides: dict[str, Any]):
+        """A copy with `overrides` applied; unknown keys or wrong types raise ValueError."""
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        hints = typing.get_type_hints(type(self))
+        clean = {}
+        for key, value in overrides.items():
+            if key not in fields:
+                close = ", ".join(sorted(fields))
+                raise ValueError(f"unknown config key {key!r} for {type(self).__name__}; "
+                                 f"known keys: {close}")
+            clean[key] = _coerce(key, value, hints[key])
+        return dataclasses.replace(self, **clean)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Accept `value` for a field typed `hint` (ints count as floats), else ValueError."""
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    origin = typing.get_origin(hint) or hint
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is not type(None):
+                try:
+                    return _coerce(key, value, option)
+                except ValueError:
+                    pass
+        raise ValueError(f"config key {key!r} must be {hint}, got {value!r}")
+    if isinstance(origin, type):
+        if origin is int and isinstance(value, bool):
+            raise ValueError(f"config key {key!r} must be an int, got {value!r}")
+        if not isinstance(value, origin):
+            raise ValueError(f"config key {key!r} must be {origin.__name__}, got {value!r}")
+    return value

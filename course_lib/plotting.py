@@ -1,0 +1,80 @@
+"""Plotting helpers shared by the notebooks: learning curves, task timelines, comparisons.
+
+Each function draws on `ax` (a new figure when None) and returns the axes, so a notebook can
+combine them or restyle them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+def _axes(ax, figsize=(6, 3.5)):
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def plot_learning_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *,
+                         xlabel: str = "env steps", ylabel: str = "return",
+                         threshold: float | None = None, title: str = "", ax=None):
+    """One line per run: `curves` maps a label to (x values, y values)."""
+    ax = _axes(ax)
+    for label, (xs, ys) in curves.items():
+        ax.plot(xs, ys, label=label)
+    if threshold is not None:
+        ax.axhline(threshold, color="grey", linestyle="--", linewidth=1,
+                   label=f"target {threshold:g}")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def plot_task_timeline(spans: Sequence[tuple[str, float, float]], *, title: str = "", ax=None):
+    """Gantt chart of tasks: `spans` holds (worker label, start s, end s), one per task.
+
+    Each worker gets a row; each task a bar from its start to its end, so idle gaps and
+    serialised work are visible at a glance.
+    """
+    ax = _axes(ax, figsize=(7, 0.5 + 0.45 * len({w for w, _, _ in spans})))
+    workers = sorted({w for w, _, _ in spans})
+    t0 = min(start for _, start, _ in spans)
+    colors = plt.get_cmap("tab10")
+    for i, (worker, start, end) in enumerate(spans):
+        ax.barh(workers.index(worker), end - start, left=start - t0, height=0.6,
+                color=colors(i % 10), edgecolor="black", linewidth=0.5)
+    ax.set_yticks(range(len(workers)), workers)
+    ax.set(xlabel="seconds since the first task started", title=title)
+    ax.grid(axis="x", alpha=0.3)
+    return ax
+
+
+def plot_comparison(seconds: Mapping[str, float], *, title: str = "", ax=None):
+    """Horizontal bars of wall-clock seconds per variant, each labelled with its speed-up."""
+    ax = _axes(ax, figsize=(6, 0.6 + 0.5 * len(seconds)))
+    labels, values = list(seconds), np.array(list(seconds.values()), dtype=float)
+    ax.barh(labels, values, color=["tab:red"] + ["tab:green"] * (len(values) - 1))
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v:.2f} s ({values[0] / v:.1f}x)", va="center", fontsize="small")
+    ax.invert_yaxis()
+    ax.set(xlabel="wall-clock seconds (lower is better)", title=title)
+    ax.set_xlim(0, values.max() * 1.45)
+    return ax
+
+
+def plot_scaling(workers: Sequence[int], rates: Sequence[float], *, ylabel: str = "env steps/s",
+                 title: str = "", ax=None):
+    """Measured throughput against the number of workers, beside the ideal linear line."""
+    ax = _axes(ax)
+    workers, rates = np.asarray(workers), np.asarray(rates, dtype=float)
+    ax.plot(workers, rates, marker="o", label="measured")
+    ax.plot(workers, rates[0] * workers / workers[0], linestyle="--", color="grey", label="ideal")
+    ax.set(xlabel="workers", ylabel=ylabel, title=title)
+    ax.set_xticks(workers)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    return ax

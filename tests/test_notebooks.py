@@ -1,0 +1,67 @@
+"""Hygiene of every committed notebook: run top to bottom in full mode, no errors, a title."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_notebooks_are_numbered_in_sequence():
+    numbers = [int(p.name[:2]) for p in NOTEBOOKS]
+    assert numbers == list(range(len(numbers))), numbers
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def nb(request):
+    return nbformat.read(request.param, as_version=4)
+
+
+def test_executed_in_full_mode(nb):
+    assert nb.metadata.get("course", {}).get("mode") == "full", \
+        "re-run it with `make notebooks` (records the mode in the metadata)"
+
+
+def test_kernel_is_python3(nb):
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_cells_ran_top_to_bottom(nb):
+    counts = [c.execution_count for c in nb.cells if c.cell_type == "code"]
+    assert counts == list(range(1, len(counts) + 1)), counts
+
+
+def test_no_error_outputs(nb):
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            assert out.output_type != "error", \
+                f"stored error: {out.get('ename')}: {out.get('evalue')}"
+            assert out.get("name") != "stderr" or "Traceback" not in out.get("text", "")
+
+
+def test_first_cell_has_title_and_learning_goals(nb):
+    first = nb.cells[0]
+    assert first.cell_type == "markdown"
+    assert re.match(r"# \d\d · \S", first.source), first.source[:60]
+    assert "**Learning goals**" in first.source
+
+
+def test_plots_are_stored_as_images(nb):
+    """A plain viewer (GitHub, nbviewer) shows the PNGs; a cell that plots must have one."""
+    draws = re.compile(r"\bplot_\w+\(|plt\.(subplots|show)")
+    for cell in nb.cells:
+        if cell.cell_type == "code" and draws.search(cell.source):
+            kinds = {k for out in cell.outputs for k in out.get("data", {})}
+            assert "image/png" in kinds, f"no image stored for:\n{cell.source[:120]}"
+
+
+def test_exercise_groups_are_complete(nb):
+    """Each exercise cell is followed by a hidden solution cell and a check cell."""
+    tagged = [(set(c.metadata.get("tags", [])), c) for c in nb.cells if c.cell_type == "code"]
+    for i, (tags, _) in enumerate(tagged):
+        if "exercise" in tags:
+            (sol_tags, sol), (check_tags, check) = tagged[i + 1], tagged[i + 2]
+            assert "solution" in sol_tags and sol.metadata["jupyter"]["source_hidden"]
+            assert "check" in check_tags and "exercises.check_" in check.source
