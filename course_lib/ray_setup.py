@@ -28,15 +28,15 @@ def init_ray(num_cpus: int | None = None, address: str | None = None, *,
     Returns the Ray context (assign it: `_ = init_ray()` keeps the banner out of outputs).
     Calling it again while Ray runs returns the running instance.
     """
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    if address != "local":
+        _check_reachable(address)
     if ray.is_initialized():
         return ray.get_runtime_context()
-    address = address or os.environ.get("RAY_ADDRESS") or "local"
     kwargs = dict(address=address, log_to_driver=False, logging_level=logging.ERROR,
                   ignore_reinit_error=True, **ray_kwargs)
     if address == "local":
         kwargs.update(num_cpus=num_cpus, include_dashboard=dashboard)
-    else:
-        _check_reachable(address)
     with _deadline(timeout_s, address):
         return ray.init(**kwargs)
 

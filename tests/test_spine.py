@@ -69,6 +69,7 @@ def test_init_ray_gives_up_after_its_deadline(monkeypatch):
     """A start that hangs is interrupted and reported, not waited on forever."""
     monkeypatch.setattr(ray_setup.ray, "init", lambda **kw: time.sleep(30))
     monkeypatch.setattr(ray_setup.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_setup.ray, "shutdown", lambda: None)
     start = time.perf_counter()
     with pytest.raises(ray_setup.RayStartError, match="did not start within 1 s"):
         ray_setup.init_ray(timeout_s=1.0)
