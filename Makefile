@@ -9,6 +9,8 @@ STAMP   := $(VENV)/.installed
 # without a GPU (the CPU build of torch is ~200 MB instead of several GB).
 TORCH_INDEX ?=
 PIP_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
+# Jupyter refuses to run as root unless told; containers often run as root.
+LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: help install lab test unit nbval lint notebooks student clean
 
@@ -28,7 +30,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/
 
 # The test command: quick mode, each pytest run with its own Ray temp dir (see conftest.py).
 test: $(STAMP)
