@@ -1,0 +1,574 @@
+"""Experience replay for Ape-X style training: uniform, prioritized, n-step, and as a Ray actor.
+
+Four pieces, each usable on its own:
+
+- `ReplayBuffer`: a ring of preallocated numpy arrays, one per field; the oldest transitions
+  are overwritten first (FIFO), and sampling is uniform.
+- `PrioritizedReplayBuffer`: the same ring, sampled in proportion to priority^alpha through a
+  sum tree, with importance-sampling weights from a min tree (Schaul et al. 2016).
+- `NStepBuffer`: one per actor; turns 1-step transitions into n-step ones.
+- `ReplayActor`: the prioritized buffer inside a Ray actor that explorers add to and a learner
+  samples from (`ReplayServer` is the same object for local use).
+
+A *spec* says what one transition holds: field name -> (shape of one item, dtype). A *batch* is
+a dict with the same fields, each an array with a leading batch axis::
+
+    spec = transition_spec(obs_shape=(4,))       # CartPole
+    buffer = PrioritizedReplayBuffer(2**20, spec)
+    buffer.add({"obs": obs, "action": action, ...}, priorities=abs_td_errors)
+    batch = buffer.sample(512, beta=0.4)         # fields + "indices" + "weights"
+    buffer.update_priorities(batch["indices"], new_abs_td_errors)
+
+Every add is checked before anything is written: a bad batch raises ValueError and leaves
+the buffer as it was. A value is accepted for a field when its dtype converts to the field's
+dtype within the same kind (`np.can_cast(..., "same_kind")`: float64 -> float32 and
+int -> float are fine, float -> int and float -> bool are refused) and its shape is
+(batch, *field_shape) exactly.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import deque
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+import ray
+
+# ---------------------------------------------------------------------------------------------
+# Specs and checks
+# ---------------------------------------------------------------------------------------------
+
+
+def transition_spec(obs_shape, obs_dtype=np.float32, action_shape=(), action_dtype=np.int64,
+                    n_step: bool = False) -> dict:
+    """The spec of a (s, a, r, s', terminated) transition; with `n_step`, also its discount."""
+    spec = {
+        "obs": (obs_shape, obs_dtype),
+        "action": (action_shape, action_dtype),
+        "reward": ((), np.float32),
+        "next_obs": (obs_shape, obs_dtype),
+        "terminated": ((), np.bool_),
+    }
+    if n_step:
+        spec["discount"] = ((), np.float32)
+    return spec
+
+
+def _normalise_spec(spec) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """{name: (shape, dtype)} with shapes as tuples and real dtypes; a bare dtype means shape ()."""
+    if not spec:
+        raise ValueError("spec is empty: give at least one field, e.g. {'obs': ((4,), np.float32)}")
+    clean = {}
+    for name, value in spec.items():
+        if not isinstance(name, str):
+            raise ValueError(f"spec field names must be strings, got {name!r}")
+        shape, dtype = value if isinstance(value, tuple) else ((), value)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        clean[name] = (shape, np.dtype(dtype))
+    return clean
+
+
+def _positive_int(value, what: str) -> int:
+    """`value` as an int if it is a whole number > 0, else ValueError naming `what`."""
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}") from None
+    if number <= 0 or isinstance(value, bool):
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return number
+
+
+def _check_priorities(priorities, n: int) -> np.ndarray:
+    """Priorities as float64 of shape (n,), all finite and >= 0, else ValueError."""
+    p = np.asarray(priorities, dtype=np.float64)
+    if p.shape != (n,):
+        raise ValueError(f"priorities have shape {p.shape}, expected ({n},)")
+    if not np.isfinite(p).all():
+        raise ValueError(f"priorities must be finite, got {p[~np.isfinite(p)][0]}")
+    if (p < 0).any():
+        raise ValueError(f"priorities must be >= 0, got {p[p < 0][0]}")
+    return p
+
+
+def _batched(shape: tuple[int, ...]) -> str:
+    """'(batch, 4)' for a field of shape (4,): how a batch of that field must look."""
+    return "(batch" + "".join(f", {d}" for d in shape) + ")"
+
+
+# ---------------------------------------------------------------------------------------------
+# Uniform replay: a ring of arrays
+# ---------------------------------------------------------------------------------------------
+
+
+class ReplayBuffer:
+    """A FIFO ring of `capacity` transitions stored field by field; uniform sampling.
+
+    Every transition ever added gets a serial number (its *id*): 0, 1, 2, ... It lives in
+    slot `id % capacity` until `capacity` newer transitions have been added, so the buffer
+    always holds the ids in [inserted - len(self), inserted).
+
+    | call | returns |
+    | --- | --- |
+    | `add(batch)` | None; batch[name] has shape (B, *shape) for each field |
+    | `sample(batch_size, rng=None)` | {name: array (batch_size, *shape)}, drawn with replacement |
+    | `len(buffer)` | number of transitions stored (<= capacity) |
+    | `save(path)` / `ReplayBuffer.load(path)` | one .npz file with contents and position |
+    """
+
+    def __init__(self, capacity: int, spec, seed=None):
+        self.capacity = _positive_int(capacity, "capacity")
+        self.spec = _normalise_spec(spec)
+        self.storage = {name: np.zeros((self.capacity, *shape), dtype)
+                        for name, (shape, dtype) in self.spec.items()}
+        self.inserted = 0  # transitions ever added; the next one goes to slot inserted % capacity
+        self.size = 0
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, batch) -> None:
+        """Append a batch; when full, the oldest transitions are overwritten."""
+        arrays, n = self._check_batch(batch)
+        self._write(arrays, n)
+
+    def sample(self, batch_size: int, rng=None) -> dict[str, np.ndarray]:
+        """`batch_size` transitions drawn uniformly with replacement."""
+        self._check_sample_size(batch_size)
+        rng = self.rng if rng is None else rng
+        slots = rng.integers(0, self.size, size=batch_size)
+        return {name: array[slots] for name, array in self.storage.items()}
+
+    # -- plumbing shared with the prioritized buffer ----------------------------------------
+
+    def _check_batch(self, batch) -> tuple[dict[str, np.ndarray], int]:
+        """The batch's fields as arrays plus its length; ValueError on any mismatch."""
+        if not isinstance(batch, Mapping):
+            raise ValueError(f"batch must be a dict of arrays, got {type(batch).__name__}")
+        missing = sorted(self.spec.keys() - batch.keys())
+        extra = sorted(batch.keys() - self.spec.keys())
+        if missing or extra:
+            raise ValueError(f"batch fields do not match the spec: missing {missing}, "
+                             f"unexpected {extra}")
+        arrays = {}
+        for name, (shape, dtype) in self.spec.items():
+            array = np.asarray(batch[name])
+            if array.ndim != 1 + len(shape) or array.shape[1:] != shape:
+                raise ValueError(f"field {name!r} has shape {array.shape}, "
+                                 f"expected {_batched(shape)}")
+            if not np.can_cast(array.dtype, dtype, "same_kind"):
+                raise ValueError(f"field {name!r} has dtype {array.dtype}, "
+                                 f"which cannot be stored as {dtype}")
+            arrays[name] = array
+        lengths = {name: len(array) for name, array in arrays.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"batch fields have different lengths: {lengths}")
+        return arrays, next(iter(lengths.values()))
+
+    def _write(self, arrays: dict[str, np.ndarray], n: int) -> np.ndarray:
+        """Write a checked batch at the ring position; return the slots written.
+
+        A batch longer than the capacity keeps only its newest `capacity` transitions.
+        """
+        kept = min(n, self.capacity)
+        ids = np.arange(self.inserted + n - kept, self.inserted + n)
+        slots = ids % self.capacity
+        for name, array in arrays.items():
+            self.storage[name][slots] = array[n - kept:]
+        self.inserted += n
+        self.size = min(self.size + n, self.capacity)
+        return slots
+
+    def _check_sample_size(self, batch_size) -> None:
+        batch_size = _positive_int(batch_size, "batch_size")
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty buffer")
+        if batch_size > self.size:
+            raise ValueError(f"batch_size {batch_size} is larger than the {self.size} "
+                             "transitions stored")
+
+    # -- saving -----------------------------------------------------------------------------
+
+    def save(self, path) -> None:
+        """Write contents and position to one .npz file at exactly `path` (no pickle)."""
+        with open(path, "wb") as file:
+            np.savez(file, **self._state())
+
+    @classmethod
+    def load(cls, path, seed=None):
+        """A buffer rebuilt from `save(path)`; the random generator starts from `seed`."""
+        with np.load(path, allow_pickle=False) as saved:
+            state = {key: saved[key] for key in saved.files}
+        return cls._from_state(state, seed)
+
+    def _state(self) -> dict[str, np.ndarray]:
+        state = {f"field.{name}": array for name, array in self.storage.items()}
+        state.update({"meta.inserted": np.int64(self.inserted), "meta.size": np.int64(self.size)})
+        return state
+
+    @classmethod
+    def _from_state(cls, state: dict[str, np.ndarray], seed=None, **kwargs):
+        fields = {key.removeprefix("field."): array for key, array in state.items()
+                  if key.startswith("field.")}
+        spec = {name: (array.shape[1:], array.dtype) for name, array in fields.items()}
+        capacity = len(next(iter(fields.values())))
+        buffer = cls(capacity, spec, seed=seed, **kwargs)
+        for name, array in fields.items():
+            buffer.storage[name][:] = array
+        buffer.inserted, buffer.size = int(state["meta.inserted"]), int(state["meta.size"])
+        return buffer
+
+
+# ---------------------------------------------------------------------------------------------
+# The sum tree and min tree behind prioritized sampling
+# ---------------------------------------------------------------------------------------------
+
+
+class SumMinTree:
+    """A sum tree and a min tree over `capacity` leaves, updated and searched in batches.
+
+    Both trees are complete binary trees stored in flat float64 arrays: node 1 is the root,
+    node i has children 2i and 2i+1, and leaf `slot` is node L + slot, where L is the power
+    of two >= capacity (the depth is log2 L, 20 levels for 2**20 leaves)::
+
+        sums[i] = sums[2i] + sums[2i+1]           sums[1] = total priority
+        mins[i] = min(mins[2i], mins[2i+1])       mins[1] = smallest priority
+
+    Empty leaves hold 0 in the sum tree and +inf in the min tree. Level k of the tree is
+    nodes [2^k, 2^(k+1)); the leaves are level `depth`.
+    """
+
+    #: `set` recomputes a whole level when it has at most this many nodes per updated leaf
+    WHOLE_LEVEL_FACTOR = 4
+
+    def __init__(self, capacity: int):
+        self.first_leaf = 1 << (capacity - 1).bit_length()  # L
+        self.depth = self.first_leaf.bit_length() - 1       # log2 L
+        self.sums = np.zeros(2 * self.first_leaf)
+        self.mins = np.full(2 * self.first_leaf, np.inf)
+
+    @property
+    def total(self) -> float:
+        return float(self.sums[1])
+
+    @property
+    def min(self) -> float:
+        return float(self.mins[1])
+
+    def leaves(self, slots) -> np.ndarray:
+        return self.sums[self.first_leaf + np.asarray(slots)]
+
+    def set(self, slots: np.ndarray, values: np.ndarray) -> None:
+        """Set leaves `slots` to `values`, then recompute their ancestors level by level.
+
+        Deep levels (many nodes): only the parents of the touched nodes, all at once,
+        parent = f(left child, right child). A parent reached twice is written twice with the
+        same value, so duplicate slots are safe (for a slot given twice, the last value wins).
+        Shallow levels (few nodes): the whole level in one vectorised op, cheaper than
+        gathering and scattering the touched parents.
+        """
+        nodes = self.first_leaf + np.asarray(slots, dtype=np.int64)
+        self.sums[nodes] = values
+        self.mins[nodes] = values
+        level = self.depth  # the level `nodes` are on
+        while level > 0 and 2 ** (level - 1) > self.WHOLE_LEVEL_FACTOR * len(nodes):
+            nodes = nodes >> 1
+            left = nodes << 1
+            right = left + 1
+            self.sums[nodes] = self.sums[left] + self.sums[right]
+            self.mins[nodes] = np.minimum(self.mins[left], self.mins[right])
+            level -= 1
+        for parent_level in reversed(range(level)):
+            self._recompute(2**parent_level, 2 ** (parent_level + 1))
+
+    def set_run(self, first_slot: int, values: np.ndarray) -> None:
+        """Set the consecutive leaves first_slot, first_slot + 1, ... (what a ring write touches).
+
+        Their ancestors on each level are again consecutive nodes [lo, hi), so every level is
+        recomputed with one vectorised op on slices, with no index arrays.
+        """
+        if len(values) == 0:
+            return
+        lo = self.first_leaf + first_slot
+        hi = lo + len(values)
+        self.sums[lo:hi] = values
+        self.mins[lo:hi] = values
+        for _ in range(self.depth):
+            lo, hi = lo // 2, (hi + 1) // 2  # the parents of nodes [lo, hi)
+            self._recompute(lo, hi)
+
+    def _recompute(self, first: int, end: int) -> None:
+        """Nodes [first, end) from their children [2 first, 2 end): strided slices."""
+        left, right = slice(2 * first, 2 * end, 2), slice(2 * first + 1, 2 * end, 2)
+        np.add(self.sums[left], self.sums[right], out=self.sums[first:end])
+        np.minimum(self.mins[left], self.mins[right], out=self.mins[first:end])
+
+    def find_prefix_sum(self, targets: np.ndarray) -> np.ndarray:
+        """For each target u in [0, total), the slot i with  sum_{j<i} v_j <= u < sum_{j<=i} v_j.
+
+        All targets descend together from the root: go right when u >= sum of the left
+        child (and subtract that sum from u), else go left.
+        """
+        u = np.array(targets, dtype=np.float64)
+        nodes = np.ones(len(u), dtype=np.int64)  # all start at the root
+        for _ in range(self.depth):
+            nodes <<= 1  # the left child
+            left_sums = self.sums[nodes]
+            go_right = u >= left_sums
+            u -= left_sums * go_right
+            nodes += go_right
+        return nodes - self.first_leaf
+
+
+# ---------------------------------------------------------------------------------------------
+# Prioritized replay
+# ---------------------------------------------------------------------------------------------
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized replay (Schaul et al. 2016) over the same FIFO ring.
+
+    A priority p_i >= 0 (typically |TD error|) is stored as q_i = (p_i + eps)^alpha, and
+
+        P(i) = q_i / sum_j q_j                        sampling probability
+        w_i  = (N P(i))^-beta / max_j (N P(j))^-beta  importance weight, N = len(buffer)
+             = (q_i / min_j q_j)^-beta
+
+    The max is taken over every stored transition (through the min tree), as in the paper,
+    not over the sampled batch, so all weights are <= 1 and comparable between batches.
+
+    Sampling is stratified: the total is cut into batch_size equal segments and one target
+    is drawn uniformly in each, so a batch covers the whole range of priorities.
+
+    `sample` returns the fields plus
+      "indices": int64 (B,), the ids of the sampled transitions (see `ReplayBuffer`): pass them
+                 back to `update_priorities`, which skips any whose slot has been overwritten
+                 since (an id is stale once id < inserted - capacity).
+      "weights": float32 (B,), the importance weights w_i.
+    New transitions get the largest priority q seen so far (1.0 at first), unless given.
+    """
+
+    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None):
+        if not alpha >= 0:
+            raise ValueError(f"alpha must be >= 0, got {alpha!r}")
+        if not eps > 0:
+            raise ValueError(f"eps must be > 0, got {eps!r}")
+        if {"indices", "weights"} & set(spec):
+            raise ValueError("'indices' and 'weights' are added by sample(): rename those fields")
+        super().__init__(capacity, spec, seed=seed)
+        self.alpha, self.eps = float(alpha), float(eps)
+        self.tree = SumMinTree(self.capacity)
+        self.max_priority = 1.0  # largest stored q so far: what a new transition gets
+
+    def add(self, batch, priorities=None) -> None:
+        """Append a batch with priorities (B,) >= 0, or the max priority so far if None."""
+        arrays, n = self._check_batch(batch)
+        if priorities is None:
+            q = np.full(n, self.max_priority)
+        else:
+            q = self._to_q(_check_priorities(priorities, n))
+        slots = self._write(arrays, n)
+        if len(slots):
+            q = q[n - len(slots):]  # a batch longer than the capacity keeps its newest
+            first = int(slots[0])
+            wrap = self.capacity - first
+            self.tree.set_run(first, q[:wrap])  # the slots written are one run,
+            self.tree.set_run(0, q[wrap:])      # or two when the ring wraps around
+            self.max_priority = max(self.max_priority, float(q.max()))
+
+    def sample(self, batch_size: int, beta: float = 0.4, rng=None) -> dict[str, np.ndarray]:
+        """`batch_size` transitions drawn with P(i) = q_i / sum q, plus "indices" and "weights"."""
+        self._check_sample_size(batch_size)
+        if not beta >= 0:
+            raise ValueError(f"beta must be >= 0, got {beta!r}")
+        rng = self.rng if rng is None else rng
+        total = self.tree.total
+        targets = (np.arange(batch_size) + rng.random(batch_size)) * (total / batch_size)
+        slots = self.tree.find_prefix_sum(targets)
+        np.minimum(slots, self.size - 1, out=slots)  # rounding can step past the last leaf
+        batch = {name: array[slots] for name, array in self.storage.items()}
+        batch["indices"] = self._ids_in(slots)
+        weights = (self.tree.leaves(slots) / self.tree.min) ** -beta  # (P(i) / P_min)^-beta
+        batch["weights"] = weights.astype(np.float32)
+        return batch
+
+    def update_priorities(self, indices, priorities) -> int:
+        """Set new priorities for sampled ids; ids overwritten since are skipped.
+
+        Returns how many priorities were applied. If an id appears twice, the last one wins.
+        """
+        ids = self._check_ids(indices)
+        p = _check_priorities(priorities, len(ids))
+        fresh = ids >= self.inserted - self.capacity  # not overwritten since it was sampled
+        q = self._to_q(p[fresh])
+        if len(q):
+            self.tree.set(ids[fresh] % self.capacity, q)
+            self.max_priority = max(self.max_priority, float(q.max()))
+        return len(q)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _to_q(self, p: np.ndarray) -> np.ndarray:
+        return (p + self.eps) ** self.alpha
+
+    def _ids_in(self, slots: np.ndarray) -> np.ndarray:
+        """The id of the transition now in each slot.
+
+        The ring is at position pos = inserted % capacity; slots before pos were written in
+        the current pass over the ring, the others in the previous one.
+        """
+        position = self.inserted % self.capacity
+        pass_start = self.inserted - position
+        return pass_start + slots - self.capacity * (slots >= position)
+
+    def _check_ids(self, indices) -> np.ndarray:
+        ids = np.asarray(indices)
+        if ids.ndim != 1 or not (np.issubdtype(ids.dtype, np.integer) or ids.size == 0):
+            raise ValueError(f"indices must be a 1-D integer array, got dtype {ids.dtype} "
+                             f"and shape {ids.shape}")
+        ids = ids.astype(np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.inserted):
+            bad = ids[(ids < 0) | (ids >= self.inserted)][0]
+            raise ValueError(f"index {bad} is out of range: the ids added so far are "
+                             f"[0, {self.inserted})")
+        return ids
+
+    def _state(self) -> dict[str, np.ndarray]:
+        state = super()._state()
+        state.update({"meta.alpha": np.float64(self.alpha), "meta.eps": np.float64(self.eps),
+                      "meta.max_priority": np.float64(self.max_priority),
+                      "meta.q": self.tree.leaves(np.arange(self.size))})
+        return state
+
+    @classmethod
+    def _from_state(cls, state: dict[str, np.ndarray], seed=None):
+        if "meta.q" not in state:
+            raise ValueError("this file holds a ReplayBuffer, not a PrioritizedReplayBuffer: "
+                             "load it with ReplayBuffer.load")
+        buffer = super()._from_state(state, seed, alpha=float(state["meta.alpha"]),
+                                     eps=float(state["meta.eps"]))
+        buffer.tree.set_run(0, state["meta.q"])
+        buffer.max_priority = float(state["meta.max_priority"])
+        return buffer
+
+
+# ---------------------------------------------------------------------------------------------
+# n-step transitions
+# ---------------------------------------------------------------------------------------------
+
+
+class _Step(NamedTuple):
+    obs: np.ndarray
+    action: object
+    reward: float
+    next_obs: np.ndarray
+    terminated: bool
+
+
+class NStepBuffer:
+    """Turns one actor's stream of 1-step transitions into n-step transitions.
+
+    The n-step transition that starts at step t and sums k rewards is
+
+        obs = s_t,  action = a_t,  next_obs = s_{t+k},  discount = gamma^k
+        reward = r_t + gamma r_{t+1} + ... + gamma^(k-1) r_{t+k-1}
+        terminated = True only if s_{t+k} is a true terminal state
+
+    so the learner's target is  reward + discount * (1 - terminated) * max_a Q(next_obs, a).
+    Mid-episode k = n. When an episode ends, every pending step is flushed with the k that is
+    left (k < n, also for episodes shorter than n). A truncated episode (time limit) is not a
+    terminal state: its transitions keep terminated=False and bootstrap from the last state.
+
+    `add(...)` returns the list of transitions now complete (0 or 1 mid-episode, all pending at
+    an episode end); `stack_transitions(list)` turns them into a batch for a replay buffer.
+    """
+
+    def __init__(self, n: int = 3, gamma: float = 0.99):
+        self.n = _positive_int(n, "n")
+        if not 0 <= gamma <= 1:
+            raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
+        self.gamma = float(gamma)
+        self.window: deque[_Step] = deque()  # at most n - 1 steps between calls
+
+    def add(self, obs, action, reward, next_obs, terminated, truncated) -> list[dict]:
+        """Record one env step; return the n-step transitions that are now complete."""
+        step = _Step(np.array(obs), action, float(reward), np.array(next_obs), bool(terminated))
+        self.window.append(step)
+        if terminated or truncated:
+            return self.flush()
+        if len(self.window) == self.n:
+            return [self._pop_oldest()]
+        return []
+
+    def flush(self) -> list[dict]:
+        """Emit every pending step (as at a time limit: bootstrap from the last state)."""
+        return [self._pop_oldest() for _ in range(len(self.window))]
+
+    def _pop_oldest(self) -> dict:
+        """The transition from the oldest pending step to the newest; then drop the oldest."""
+        rewards = [step.reward for step in self.window]
+        last = self.window[-1]
+        first = self.window.popleft()
+        return {
+            "obs": first.obs,
+            "action": first.action,
+            "reward": sum(self.gamma**k * r for k, r in enumerate(rewards)),
+            "next_obs": last.next_obs,
+            "terminated": last.terminated,
+            "discount": self.gamma ** len(rewards),
+        }
+
+
+def stack_transitions(transitions: list[dict]) -> dict[str, np.ndarray]:
+    """[{name: value}, ...] -> {name: array with a leading batch axis}."""
+    if not transitions:
+        raise ValueError("no transitions to stack")
+    return {name: np.stack([t[name] for t in transitions]) for name in transitions[0]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared buffer as a Ray actor
+# ---------------------------------------------------------------------------------------------
+
+
+class ReplayServer:
+    """A prioritized buffer plus counters: what `ReplayActor` runs, usable locally too.
+
+    As a Ray actor it handles one call at a time, so explorers' adds and the learner's
+    samples and updates never interleave and need no locks. Arrays that come back through
+    Ray can be read-only views of Ray's buffers: copy one before changing it in place.
+    """
+
+    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None):
+        self.buffer = PrioritizedReplayBuffer(capacity, spec, alpha=alpha, eps=eps, seed=seed)
+        self.sampled = 0
+
+    def add(self, batch, priorities=None) -> None:
+        self.buffer.add(batch, priorities)
+
+    def sample(self, batch_size: int, beta: float = 0.4) -> dict[str, np.ndarray]:
+        batch = self.buffer.sample(batch_size, beta)
+        self.sampled += batch_size
+        return batch
+
+    def update_priorities(self, indices, priorities) -> int:
+        return self.buffer.update_priorities(indices, priorities)
+
+    def size(self) -> int:
+        return len(self.buffer)
+
+    def stats(self) -> dict:
+        """size, inserted and sampled (transitions), ratio = sampled / inserted."""
+        inserted = self.buffer.inserted
+        return {"size": len(self.buffer), "inserted": inserted, "sampled": self.sampled,
+                "ratio": self.sampled / inserted if inserted else 0.0}
+
+    def save(self, path) -> None:
+        self.buffer.save(path)
+
+
+#: `ReplayActor.remote(capacity, spec, alpha=0.6)` starts a `ReplayServer` in its own process.
+ReplayActor = ray.remote(ReplayServer)
