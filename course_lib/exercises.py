@@ -131,3 +131,178 @@ def check_running_mean(actor_class) -> CheckResult:
                           f"{means}, expected [5.5, 100.0].",
                           "Keep the count and the total in self, set in __init__.")
     return _check("RunningMean", "each actor keeps its own state, calls run in order.", body)
+
+
+# ---------------------------------------------------------------- notebook 03: parameter server
+
+def check_average_gradients(average_gradients) -> CheckResult:
+    """average_gradients(list of {name: array}) must return {name: element-wise mean}."""
+    import numpy as np
+
+    def body():
+        rng = np.random.default_rng(0)
+        grads = [{"w": rng.normal(size=(3, 2)), "b": rng.normal(size=2)} for _ in range(4)]
+        got = average_gradients(grads)
+        if not isinstance(got, dict) or set(got) != {"w", "b"}:
+            raise _Failed(f"it returned {type(got).__name__} with keys "
+                          f"{sorted(got) if isinstance(got, dict) else '-'}; expected keys b, w.",
+                          "Build the result with one entry per name of the first dict.")
+        for name in ("w", "b"):
+            expected = sum(g[name] for g in grads) / len(grads)
+            if np.shape(got[name]) != expected.shape or not np.allclose(got[name], expected):
+                raise _Failed(f"entry {name!r} is not the mean over the workers.",
+                              "np.mean([g[name] for g in grads_list], axis=0) averages "
+                              "element by element.")
+    return _check("average_gradients", "the element-wise mean of every entry.", body)
+
+
+def check_cached_weights(cached_class) -> CheckResult:
+    """CachedWeights.get must return the newest weights and copy only when the version changed."""
+    import numpy as np
+
+    from course_lib.param_server import ParameterServer
+
+    def body():
+        ps = ParameterServer.remote()
+        ray.get(ps.push.remote("net", {"w": np.zeros(3, np.float32)}))
+        cache = cached_class()
+        first = cache.get(ps, "net")
+        second = cache.get(ps, "net")
+        if first is None or not np.array_equal(first["w"], np.zeros(3)):
+            raise _Failed("the first get did not return the pushed weights.",
+                          "Start with version -1 so the first pull always copies.")
+        if second is not first:
+            raise _Failed("the second get copied the weights again although nothing changed.",
+                          "Keep the weights you got and return them when the pull gives None.")
+        ray.get(ps.push.remote("net", {"w": np.ones(3, np.float32)}))
+        third = cache.get(ps, "net")
+        if third is None or not np.array_equal(third["w"], np.ones(3)):
+            raise _Failed("after a new push, get still returned the old weights.",
+                          "Remember the version from each pull and pass it as known_version.")
+        ray.kill(ps)
+    return _check("CachedWeights", "copies only when the version changed.", body)
+
+
+# ---------------------------------------------------------------- notebook 02: parallel rollouts
+
+def check_reward_to_go(reward_to_go) -> CheckResult:
+    """reward_to_go(rewards, gamma) must match G_t = r_t + gamma * G_{t+1} for one episode."""
+    import numpy as np
+
+    def body():
+        rewards = np.array([1.0, 0.0, 2.0, 1.0])
+        expected = np.array([1 + 0.5 * 0 + 0.25 * 2 + 0.125 * 1, 0 + 0.5 * 2 + 0.25 * 1,
+                             2 + 0.5 * 1, 1.0])
+        got = np.asarray(reward_to_go(rewards, 0.5), dtype=float)
+        if got.shape != expected.shape:
+            raise _Failed(f"it returned shape {got.shape}, expected {expected.shape}.",
+                          "Return one value per step.")
+        if np.allclose(got, np.cumsum(rewards[::-1])[::-1]):
+            raise _Failed("it ignores gamma (that is the undiscounted sum).",
+                          "Multiply the running sum by gamma before adding r_t.")
+        if not np.allclose(got, expected):
+            raise _Failed(f"for rewards [1, 0, 2, 1] and gamma 0.5 it gave {np.round(got, 3)}, "
+                          f"expected {expected}.",
+                          "Loop t from the last step backwards: G_t = r_t + gamma * G_{t+1}.")
+    return _check("reward_to_go", "G_t = r_t + gamma * G_{t+1}, computed backwards.", body)
+
+
+def check_collect(collect) -> CheckResult:
+    """collect(workers, policy, steps) must ray.put the weights once and sample on every worker."""
+    import gymnasium as gym
+
+    from course_lib import pg
+
+    def body():
+        workers = [pg.RolloutWorker.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
+        policy = pg.make_policy(gym.make("CartPole-v1"), (16,))
+        puts, original_put = [], ray.put
+
+        def counting_put(value, *args, **kwargs):
+            puts.append(value)
+            return original_put(value, *args, **kwargs)
+
+        ray.put = counting_put
+        try:
+            batches = collect(workers, policy, 20)
+        finally:
+            ray.put = original_put
+            for w in workers:
+                ray.kill(w)
+        if not isinstance(batches, list) or len(batches) != 2:
+            raise _Failed(f"it returned {type(batches).__name__}, expected a list of 2 batches.",
+                          "ray.get a list of worker.sample.remote(...) references.")
+        if any(len(b["reward"]) < 20 for b in batches):
+            raise _Failed("a batch has fewer than `steps` steps.",
+                          "Pass `steps` as the second argument of sample.remote.")
+        if len(puts) != 1:
+            raise _Failed(f"it called ray.put {len(puts)} times; the weights should go into the "
+                          "object store once.",
+                          "Call ray.put(get_weights(policy)) once, before the loop over workers.")
+    return _check("collect", "one ray.put, one batch per worker.", body)
+
+
+# ---------------------------------------------------------------- notebook 04: replay
+
+def check_td_target(td_target) -> CheckResult:
+    """td_target(reward, discount, terminated, next_q): bootstrap unless truly terminated."""
+    import numpy as np
+
+    def body():
+        reward = np.array([1.0, 1.0, 0.5])
+        discount = np.array([0.99, 0.99**3, 0.99**2])
+        terminated = np.array([False, True, False])     # the last one was truncated: bootstrap
+        next_q = np.array([10.0, 10.0, 4.0])
+        expected = reward + discount * (1 - terminated) * next_q
+        got = np.asarray(td_target(reward, discount, terminated, next_q), dtype=float)
+        if got.shape != expected.shape:
+            raise _Failed(f"it returned shape {got.shape}, expected {expected.shape}.",
+                          "Compute it element-wise on the arrays.")
+        if np.isclose(got[1], expected[1] + discount[1] * next_q[1]):
+            raise _Failed("it bootstraps from a terminal state.",
+                          "Multiply the bootstrap term by (1 - terminated).")
+        if not np.allclose(got, expected):
+            raise _Failed(f"it gave {np.round(got, 3)}, expected {np.round(expected, 3)}.",
+                          "target = reward + discount * (1 - terminated) * next_q; the discount "
+                          "already holds gamma**k.")
+    return _check("td_target", "bootstraps after a time limit, not after a terminal state.", body)
+
+
+def check_importance_weights(importance_weights) -> CheckResult:
+    """importance_weights(probs, beta) = (N P)^-beta normalised by the largest weight."""
+    import numpy as np
+
+    def body():
+        probs = np.array([0.5, 0.25, 0.125, 0.125])
+        for beta in (0.4, 1.0):
+            expected = (len(probs) * probs) ** -beta
+            expected = expected / expected.max()
+            got = np.asarray(importance_weights(probs, beta), dtype=float)
+            if got.shape != probs.shape:
+                raise _Failed(f"it returned shape {got.shape}, expected {probs.shape}.",
+                              "One weight per sampled probability.")
+            if not np.allclose(got, expected):
+                raise _Failed(f"for P={probs.tolist()} and beta={beta} it gave "
+                              f"{np.round(got, 3)}, expected {np.round(expected, 3)}.",
+                              "w = (N * P) ** -beta, then divide by w.max() so that w <= 1.")
+    return _check("importance_weights", "(N P)^-beta, scaled so the largest is 1.", body)
+
+
+def check_stratified_targets(stratified_targets) -> CheckResult:
+    """stratified_targets(total, k, rng): one uniform draw in each of k equal segments."""
+    import numpy as np
+
+    def body():
+        got = np.asarray(stratified_targets(10.0, 5, np.random.default_rng(0)), dtype=float)
+        if got.shape != (5,):
+            raise _Failed(f"it returned shape {got.shape}, expected (5,).",
+                          "One target per segment.")
+        segment = np.floor(got / 2.0)
+        if not np.array_equal(segment, np.arange(5)):
+            raise _Failed(f"targets {np.round(got, 2)} are not one per segment [0,2), [2,4), ...",
+                          "Target i = (i + u_i) * total / k with u_i uniform in [0, 1).")
+        again = np.asarray(stratified_targets(10.0, 5, np.random.default_rng(1)), dtype=float)
+        if np.allclose(got, again):
+            raise _Failed("the targets do not depend on the random generator.",
+                          "Draw u with rng.random(k).")
+    return _check("stratified_targets", "one uniform draw per segment.", body)

@@ -14,6 +14,7 @@ throttled to one every `min_interval_s`.
 from __future__ import annotations
 
 import html
+import math
 import time
 
 import matplotlib.pyplot as plt
@@ -57,7 +58,10 @@ class LiveProgress:
             self._bar = tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True)
 
     def update(self, count: float, **metrics) -> None:
-        """Set the progress to `count` (absolute, not an increment) with the latest metrics."""
+        """Set the progress to `count` (absolute, not an increment) with the latest metrics.
+
+        A NaN metric (not measured this time) keeps its previous value on the display."""
+        metrics = {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
         if not self.notebook:
             self._bar.update(count - self._bar.n)
         self.count = count

@@ -38,7 +38,15 @@ def init_ray(num_cpus: int | None = None, address: str | None = None, *,
     if address == "local":
         kwargs.update(num_cpus=num_cpus, include_dashboard=dashboard)
     with _deadline(timeout_s, address):
-        return ray.init(**kwargs)
+        for attempt in (1, 2):   # a busy machine can miss Ray's start-up timeout once
+            try:
+                return ray.init(**kwargs)
+            except Exception as err:  # Ray raises bare Exceptions when the raylet or GCS fails
+                ray.shutdown()
+                if attempt == 2:
+                    raise RayStartError(
+                        f"Ray failed to start ({err}). Run `ray stop --force` and retry; "
+                        "on a busy machine, close other Ray programs first.") from None
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
