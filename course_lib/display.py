@@ -8,11 +8,16 @@ from __future__ import annotations
 import inspect
 
 
+def _unwrap(obj):
+    """The class or function behind a Ray actor class or remote function."""
+    return getattr(obj, "__ray_actor_class__", None) or getattr(obj, "_function", None) or obj
+
+
 class Source:
     """Source code that renders as a highlighted block in Jupyter and as plain text elsewhere."""
 
     def __init__(self, *objects):
-        self.text = "\n\n".join(inspect.getsource(obj).rstrip() for obj in objects)
+        self.text = "\n\n".join(inspect.getsource(_unwrap(obj)).rstrip() for obj in objects)
 
     def __repr__(self) -> str:
         return self.text

@@ -1,0 +1,156 @@
+"""Data-parallel training, synchronous and asynchronous, on a small classifier (notebook 03).
+
+No downloads: the data is synthetic, `make_blobs` draws Gaussian clusters. Each `DataWorker`
+actor holds one shard and turns weights into a gradient on a minibatch of it.
+
+Synchronous (all-reduce style): every step, the driver broadcasts the weights once (`ray.put`),
+waits for all workers' gradients, averages them and takes one SGD step:
+
+    w <- w - lr * (1/N) * sum_i g_i(w)
+
+Asynchronous (parameter server): the weights live in a `ParameterServer`; whichever worker
+finishes first has its gradient applied at once and gets the newest weights back:
+
+    w <- w - lr * g_i(w_{v_i})        with staleness = (server version now) - v_i
+
+A stale gradient was computed on weights that have since moved; staleness is the price of
+never waiting for the slowest worker.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import ray
+import torch
+from torch import nn
+
+from course_lib.config import Config
+from course_lib.nets import get_weights, mlp, set_weights
+from course_lib.param_server import ParameterServer, pull_weights
+
+
+@dataclass
+class DataParallelConfig(Config):
+    QUICK: ClassVar[dict] = {"steps": 40, "n_samples": 4_000, "eval_every": 10}
+    num_workers: int = 2          # DataWorker actors, one shard each
+    n_samples: int = 40_000       # training points (split across workers) + a test set of 1/4
+    n_features: int = 16
+    n_classes: int = 4
+    hidden: int = 64
+    batch_size: int = 256         # per worker, per gradient
+    lr: float = 0.1               # plain SGD, the same rule on the driver and on the server
+    steps: int = 200              # synchronous steps; asynchronous runs steps * num_workers
+    eval_every: int = 10          # evaluate test accuracy every N updates
+    work_ms: float = 0.0          # extra simulated compute per gradient (to show stragglers)
+    seed: int = 0
+
+
+def make_blobs(n: int, n_features: int, n_classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n points from `n_classes` Gaussian clusters with overlapping tails: (x (n, f), y (n,))."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0.0, 0.5, (n_classes, n_features))
+    y = rng.integers(0, n_classes, n)
+    x = centers[y] + rng.normal(0.0, 1.0, (n, n_features))
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def train_test_split(cfg: DataParallelConfig):
+    """The same data for every process: cfg.n_samples to train on, a quarter as many to test."""
+    x, y = make_blobs(cfg.n_samples * 5 // 4, cfg.n_features, cfg.n_classes, cfg.seed)
+    return (x[:cfg.n_samples], y[:cfg.n_samples]), (x[cfg.n_samples:], y[cfg.n_samples:])
+
+
+def make_model(cfg: DataParallelConfig) -> nn.Module:
+    torch.manual_seed(cfg.seed)
+    return mlp([cfg.n_features, cfg.hidden, cfg.n_classes], activation=nn.ReLU)
+
+
+def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
+    with torch.no_grad():
+        return float((model(torch.from_numpy(x)).argmax(1).numpy() == y).mean())
+
+
+@ray.remote(num_cpus=1)
+class DataWorker:
+    """Holds one shard of the data; returns gradients of the cross-entropy loss on it."""
+
+    def __init__(self, cfg: DataParallelConfig, shard: int):
+        torch.set_num_threads(1)
+        (x, y), _ = train_test_split(cfg)
+        self.x, self.y = x[shard::cfg.num_workers], y[shard::cfg.num_workers]
+        self.model = make_model(cfg)
+        self.cfg, self.rng = cfg, np.random.default_rng(cfg.seed + 1 + shard)
+
+    def compute_gradients(self, weights: dict, version: int = 0):
+        """(gradients {name: array}, the version they were computed on, the minibatch loss)."""
+        set_weights(self.model, weights)
+        idx = self.rng.integers(0, len(self.x), self.cfg.batch_size)
+        loss = nn.functional.cross_entropy(self.model(torch.from_numpy(self.x[idx])),
+                                           torch.from_numpy(self.y[idx]))
+        self.model.zero_grad()
+        loss.backward()
+        time.sleep(self.cfg.work_ms / 1000)
+        grads = {name: p.grad.numpy().copy() for name, p in self.model.named_parameters()}
+        return grads, version, float(loss)
+
+
+def sgd_step(weights: dict, grads: dict, lr: float) -> dict:
+    """w <- w - lr * g, for every parameter that has a gradient."""
+    return {name: w - lr * grads[name] if name in grads else w for name, w in weights.items()}
+
+
+def _setup(cfg: DataParallelConfig):
+    _, test = train_test_split(cfg)
+    workers = [DataWorker.remote(cfg, i) for i in range(cfg.num_workers)]
+    return make_model(cfg), workers, test
+
+
+def train_sync(cfg: DataParallelConfig) -> list[dict]:
+    """Synchronous data parallelism; returns [{update, time_s, accuracy}, ...]."""
+    model, workers, (x_test, y_test) = _setup(cfg)
+    weights = get_weights(model)
+    history, start = [], time.perf_counter()
+    for step in range(1, cfg.steps + 1):
+        weights_ref = ray.put(weights)                    # broadcast once, all workers read it
+        results = ray.get([w.compute_gradients.remote(weights_ref, step) for w in workers])
+        mean_grads = {name: np.mean([g[name] for g, _, _ in results], axis=0)
+                      for name in results[0][0]}
+        weights = sgd_step(weights, mean_grads, cfg.lr)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            set_weights(model, weights)
+            history.append({"update": step, "time_s": time.perf_counter() - start,
+                            "accuracy": accuracy(model, x_test, y_test)})
+    return history
+
+
+def train_async(cfg: DataParallelConfig) -> tuple[list[dict], list[int]]:
+    """Asynchronous training through a ParameterServer.
+
+    Returns the history [{update, time_s, accuracy}, ...] and the staleness of every applied
+    gradient (how many updates other workers made while it was being computed).
+    """
+    model, workers, (x_test, y_test) = _setup(cfg)
+    ps = ParameterServer.remote()
+    ray.get(ps.push.remote("model", get_weights(model)))
+    version, weights = pull_weights(ps, "model")
+    in_flight = {w.compute_gradients.remote(weights, version): w for w in workers}
+    history, staleness, start = [], [], time.perf_counter()
+    total = cfg.steps * cfg.num_workers
+    for update in range(1, total + 1):
+        [done], _ = ray.wait(list(in_flight), num_returns=1)
+        worker = in_flight.pop(done)
+        grads, computed_on, _ = ray.get(done)
+        version = ray.get(ps.push_gradients.remote("model", grads, cfg.lr))
+        staleness.append(version - 1 - computed_on)
+        version, weights = pull_weights(ps, "model")
+        if update < total:
+            in_flight[worker.compute_gradients.remote(weights, version)] = worker
+        if update % (cfg.eval_every * cfg.num_workers) == 0 or update == total:
+            set_weights(model, weights)
+            history.append({"update": update, "time_s": time.perf_counter() - start,
+                            "accuracy": accuracy(model, x_test, y_test)})
+    return history, staleness
