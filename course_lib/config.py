@@ -90,6 +90,8 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
                 except ValueError:
                     pass
         raise ValueError(f"config key {key!r} must be {hint}, got {value!r}")
+    if origin is tuple and isinstance(value, list):     # JSON has lists, not tuples
+        value = tuple(value)
     if isinstance(origin, type):
         if origin is int and isinstance(value, bool):
             raise ValueError(f"config key {key!r} must be an int, got {value!r}")

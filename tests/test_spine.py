@@ -22,6 +22,7 @@ class ToyConfig(config.Config):
     lr: float = 1e-3
     name: str = "toy"
     seed: int | None = None
+    hidden: tuple[int, ...] = (64, 64)
 
 
 @pytest.mark.parametrize("value,expected", [("1", True), ("true", True), ("0", False), ("", False)])
@@ -45,6 +46,7 @@ def test_config_updated_checks_keys_and_types():
     cfg = ToyConfig().updated({"lr": 1, "seed": 3})
     assert cfg.lr == 1.0 and isinstance(cfg.lr, float) and cfg.seed == 3
     assert ToyConfig().updated({"seed": None}).seed is None
+    assert ToyConfig().updated({"hidden": [32, 32]}).hidden == (32, 32)   # JSON lists
     with pytest.raises(ValueError, match="unknown config key 'stepz'.*steps"):
         ToyConfig().updated({"stepz": 5})
     with pytest.raises(ValueError, match="'steps' must be an int"):
