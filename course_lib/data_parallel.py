@@ -85,6 +85,9 @@ class DataWorker:
         self.model = make_model(cfg)
         self.cfg, self.rng = cfg, np.random.default_rng(cfg.seed + 1 + shard)
 
+    def shard_size(self) -> int:
+        return len(self.x)
+
     def compute_gradients(self, weights: dict, version: int = 0):
         """(gradients {name: array}, the version they were computed on, the minibatch loss)."""
         set_weights(self.model, weights)
@@ -106,6 +109,7 @@ def sgd_step(weights: dict, grads: dict, lr: float) -> dict:
 def _setup(cfg: DataParallelConfig):
     _, test = train_test_split(cfg)
     workers = [DataWorker.remote(cfg, i) for i in range(cfg.num_workers)]
+    ray.get([w.shard_size.remote() for w in workers])     # all up before the clock starts
     return make_model(cfg), workers, test
 
 

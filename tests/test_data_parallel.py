@@ -34,5 +34,5 @@ def test_sync_and_async_both_learn(ray_local):
     assert history[-1]["accuracy"] > chance + 0.3
     # every gradient is applied once; with 2 workers one is usually a step behind the other
     assert len(staleness) == cfg.steps * cfg.num_workers
-    assert min(staleness) >= 0 and max(staleness) <= cfg.num_workers * 2
+    assert min(staleness) >= 0 and np.median(staleness) <= cfg.num_workers
     assert np.mean(staleness) > 0

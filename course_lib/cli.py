@@ -1,0 +1,355 @@
+"""`python -m course_lib`: train and evaluate from a terminal, modelled on RLlib's command line.
+
+    python -m course_lib train --algo apex --env CartPole-v1 --num-workers 4 \\
+        --stop '{"eval_return": 475, "time_s": 600}' --config '{"lr": 0.0005}' \\
+        --checkpoint-freq 10 --checkpoint-at-end --keep-checkpoints 3 --results-dir results
+    python -m course_lib train --restore results/apex_CartPole-v1_<time>   # newest checkpoint
+    python -m course_lib evaluate CHECKPOINT --episodes 10 [--render --out episode.gif]
+
+A run writes `results/<algo>_<env>_<time>/` (see `course_lib.results`). Exit status: 0 when
+the goal (`eval_return`) was reached, or the budget used up when there was no goal; 1 when
+the budget ran out first; 2 for bad input, with one `error: ...` line on stderr; 3 when Ray
+does not start (one line too); 130 when interrupted.
+
+Adding an algorithm: write a module with an `ALGORITHM = results.Algorithm(config class,
+train function, policy function, env check)` and name it in `ALGORITHMS` below. The module is
+imported only when it is used, so that a typo on the command line is reported in a second,
+before torch and Ray load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+
+#: algorithm name -> the module whose `ALGORITHM` describes it
+ALGORITHMS: dict[str, str] = {
+    "apex": "course_lib.apex",
+    "dqn": "course_lib.dqn",
+}
+
+EXIT_REACHED, EXIT_BUDGET, EXIT_USAGE, EXIT_NO_RAY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """Bad input: reported as one `error: ...` line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would print the usage too: keep it to one line
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m course_lib",
+                     description="Train and evaluate the workbook's RL algorithms.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = commands.add_parser("train", help="train an algorithm, write a run folder")
+    train.add_argument("--algo", help=f"one of {', '.join(ALGORITHMS)} "
+                       "(default: the checkpoint's with --restore, else apex)")
+    train.add_argument("--env", help="gymnasium env id (default: the config's, CartPole-v1)")
+    train.add_argument("--num-workers", type=_positive_int, help="explorers / rollout workers")
+    train.add_argument("--stop", default="{}", help='JSON, e.g. \'{"eval_return": 475, '
+                       '"env_steps": 100000, "time_s": 600}\'; null switches one off')
+    train.add_argument("--config", default="{}", help="JSON of config overrides, e.g. "
+                       '\'{"lr": 0.0005}\'')
+    train.add_argument("--checkpoint-freq", type=_non_negative_int, default=0,
+                       help="checkpoint every N iterations (0: never)")
+    train.add_argument("--checkpoint-at-end", action="store_true",
+                       help="checkpoint after the last iteration")
+    train.add_argument("--keep-checkpoints", type=_positive_int,
+                       help="keep only the newest N checkpoints")
+    train.add_argument("--restore", metavar="PATH",
+                       help="continue from a checkpoint (or a run folder's newest one)")
+    train.add_argument("--results-dir", default="results", help="where run folders go")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    evaluate = commands.add_parser("evaluate", help="replay a checkpoint greedily")
+    evaluate.add_argument("checkpoint", help="a checkpoint folder, or a run folder")
+    evaluate.add_argument("--episodes", type=_positive_int, default=10)
+    evaluate.add_argument("--seed", type=int, default=0, help="episode i resets with seed+i")
+    evaluate.add_argument("--render", action="store_true",
+                          help="record the first episode as an animated GIF")
+    evaluate.add_argument("--out", default="episode.gif", help="the GIF's path (--render)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+        return train(args) if args.command == "train" else evaluate(args)
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except RuntimeError as err:
+        from course_lib.ray_setup import RayStartError
+        if not isinstance(err, RayStartError):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_NO_RAY
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking the input (cheap checks first: torch and Ray load only when all of these pass)
+# ---------------------------------------------------------------------------------------------
+
+def parse_json_object(text: str, option: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{option} is not valid JSON ({err.msg} at character {err.pos}): "
+                         f"{text!r}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{option} must be a JSON object like '{{\"key\": value}}', "
+                         f"got {text!r}")
+    return value
+
+
+def parse_stop(text: str) -> dict:
+    """--stop JSON -> config overrides (eval_return -> target_return, ...)."""
+    from course_lib.results import STOP_KEYS
+
+    stop = parse_json_object(text, "--stop")
+    out = {}
+    for key, value in stop.items():
+        if key not in STOP_KEYS:
+            raise UsageError(f"--stop: unknown criterion {key!r}; known: "
+                             f"{', '.join(STOP_KEYS)}")
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if value is not None and not (number and math.isfinite(value)):
+            raise UsageError(f"--stop: {key} must be a number or null, got {value!r}")
+        if key != "eval_return" and value is not None and value < 0:   # returns can be < 0
+            raise UsageError(f"--stop: {key} must be >= 0, got {value!r}")
+        out[STOP_KEYS[key]] = value
+    return out
+
+
+def load_algorithm(name: str):
+    if name not in ALGORITHMS:
+        close = difflib.get_close_matches(name, ALGORITHMS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(f"unknown algorithm {name!r}; {hint}known: {', '.join(ALGORITHMS)}")
+    return importlib.import_module(ALGORITHMS[name]).ALGORITHM
+
+
+def check_env_id(env_id: str) -> None:
+    """Unknown env ids are refused with the closest registered names."""
+    import gymnasium as gym
+
+    if ":" in env_id or env_id in gym.registry:   # "module:Env-v0" registers itself on make
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UsageError(f"unknown environment {env_id!r}{hint}")
+
+
+def make_checked_env(env_id: str, algorithm, **kwargs):
+    """The env, made once to check that it exists and suits the algorithm."""
+    import gymnasium as gym
+
+    try:
+        env = gym.make(env_id, **kwargs)
+    except gym.error.Error as err:                 # missing dependency (box2d, ...), bad id
+        raise UsageError(f"cannot make {env_id}: {_first_line(err)}") from None
+    if algorithm is not None:
+        try:
+            algorithm.check_env(env)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    return env
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# train
+# ---------------------------------------------------------------------------------------------
+
+def train(args) -> int:
+    from course_lib import results
+
+    stop = parse_stop(args.stop)
+    overrides = parse_json_object(args.config, "--config")
+    meta = None
+    if args.restore:
+        try:
+            meta = results.read_checkpoint_meta(args.restore, args.algo, args.env)
+        except results.CheckpointError as err:
+            raise UsageError(str(err)) from None
+    algo_name = args.algo or (meta["algo"] if meta else "apex")
+    if algo_name not in ALGORITHMS:
+        load_algorithm(algo_name)                 # raises the unknown-algorithm error
+    env_id = args.env or (meta["env_id"] if meta else None)
+    if env_id is not None:
+        check_env_id(env_id)
+
+    algorithm = load_algorithm(algo_name)        # imports torch (and Ray): a few seconds
+    try:
+        if meta is not None:                     # the checkpoint's config, then the overrides
+            cfg = results.config_from_dict(algorithm.config, meta["config"])
+        else:
+            cfg = algorithm.config.preset()      # quick mode (COURSE_QUICK=1) applies here
+        if env_id is not None:
+            cfg = cfg.updated({"env_id": env_id})
+        if args.num_workers is not None:
+            if not hasattr(cfg, "num_workers"):
+                raise UsageError(f"--num-workers: {algo_name} runs in a single process")
+            cfg = cfg.updated({"num_workers": args.num_workers})
+        cfg = results.config_from_dict(type(cfg), {**cfg.to_dict(), **overrides, **stop})
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if getattr(cfg, "num_workers", 1) < 1:
+        raise UsageError(f"num_workers must be a positive integer, got {cfg.num_workers}")
+    if cfg.target_return is None and cfg.max_env_steps is None and cfg.max_time_s is None:
+        raise UsageError("--stop switches every criterion off: keep at least one of "
+                         "eval_return, env_steps, time_s")
+    check_env_id(cfg.env_id)                     # also when --config set it
+    make_checked_env(cfg.env_id, algorithm).close()
+    checkpoint = None
+    if meta is not None:
+        try:
+            checkpoint = results.load_checkpoint(meta["path"], algo_name, cfg.env_id)
+        except results.CheckpointError as err:
+            raise UsageError(str(err)) from None
+        try:                                     # do the saved weights fit the new config?
+            algorithm.policy({**checkpoint, "config": cfg.to_dict()})
+        except (RuntimeError, KeyError, ValueError) as err:
+            raise UsageError(f"checkpoint {meta['path']} does not fit this config "
+                             f"({_first_line(err)})") from None
+
+    import torch
+    torch.set_num_threads(1)                     # tiny networks: one thread is fastest
+    params = {"algo": algo_name, "env_id": cfg.env_id, "config": cfg.to_dict(),
+              "restored_from": meta["path"] if meta else None, "argv": sys.argv[1:]}
+    run = results.Run.create(args.results_dir, algo_name, cfg.env_id, params,
+                             checkpoint_freq=args.checkpoint_freq,
+                             checkpoint_at_end=args.checkpoint_at_end,
+                             keep_checkpoints=args.keep_checkpoints)
+    try:
+        result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
+    except KeyboardInterrupt:
+        print(f"interrupted; results so far in {run.path}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        run.close()
+    print(result.summary(algo_name, cfg.env_id, cfg.target_return)
+          + f"; results in {run.path}"
+          + (f"; checkpoint {result.checkpoint}" if result.checkpoint else ""))
+    return EXIT_REACHED if result.reached else EXIT_BUDGET
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate
+# ---------------------------------------------------------------------------------------------
+
+def evaluate(args) -> int:
+    from course_lib import results
+
+    try:
+        meta = results.read_checkpoint_meta(args.checkpoint)
+    except results.CheckpointError as err:
+        raise UsageError(str(err)) from None
+    check_env_id(meta["env_id"])
+    algorithm = load_algorithm(meta["algo"])
+    try:
+        checkpoint = results.load_checkpoint(meta["path"])
+    except results.CheckpointError as err:
+        raise UsageError(str(err)) from None
+    act = algorithm.policy(checkpoint)
+    env = make_checked_env(meta["env_id"], algorithm,
+                           **({"render_mode": "rgb_array"} if args.render else {}))
+    returns, frames = play(env, act, args.episodes, args.seed, record=args.render)
+    env.close()
+    mean, std = float(sum(returns) / len(returns)), _std(returns)
+    print(f"{meta['algo']} {meta['env_id']} {Path(meta['path']).name}: mean return "
+          f"{mean:.1f} +- {std:.1f} over {len(returns)} episodes "
+          f"(min {min(returns):.1f}, max {max(returns):.1f})")
+    if args.render:
+        write_gif(frames, args.out)
+        print(f"first episode ({len(frames)} frames) written to {args.out}")
+    return 0
+
+
+def play(env, act, episodes: int, seed: int, record: bool = False):
+    """Returns of `episodes` episodes of act(obs), and the first one's frames if `record`."""
+    import gymnasium as gym
+
+    space = env.observation_space
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+        env = gym.wrappers.FlattenObservation(env)    # as the algorithms' make_env does
+    returns, frames = [], []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        if record and i == 0:
+            frames.append(_render(env))
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            total += float(reward)
+            done = terminated or truncated
+            if record and i == 0:
+                frames.append(_render(env))
+        returns.append(total)
+    return returns, frames
+
+
+def _render(env):
+    import gymnasium as gym
+
+    try:
+        return env.render()
+    except gym.error.DependencyNotInstalled as err:
+        raise UsageError(f"rendering {env.spec.id} needs a package that is not installed: "
+                         f"{_first_line(err)}") from None
+
+
+def write_gif(frames, path, fps: int = 30) -> None:
+    """An animated GIF of rgb frames (H, W, 3): imageio if installed, else Pillow."""
+    try:
+        import imageio.v2 as imageio
+    except ImportError:
+        from PIL import Image
+
+        images = [Image.fromarray(frame) for frame in frames]
+        images[0].save(path, save_all=True, append_images=images[1:],
+                       duration=round(1000 / fps), loop=0)
+    else:
+        imageio.mimsave(path, frames, duration=1000 / fps, loop=0)
+
+
+def _std(values) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))

@@ -1,0 +1,500 @@
+"""DQN with the pieces of Ape-X's learner: dueling net, n-step double-Q targets, prioritized replay.
+
+Every piece is a plain function or a small class that a test or a notebook can call on its own,
+and the distributed version (`course_lib.apex`) calls exactly the same ones:
+
+1. the network: `DuelingQNet`, Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a');
+2. acting: `epsilon_greedy`, with `epsilon_for_explorer` (Ape-X's fixed eps per explorer) or
+   `linear_epsilon` (the single-process baseline's decaying eps);
+3. the target: `n_step_double_q_target`, the Bellman backup over n steps, double-Q style;
+4. the loss: `dqn_loss`, importance-weighted Huber; its |TD errors| are the new priorities;
+5. one update: `DQNLearner.update` (gradient clipping, hard target-network copy every N updates);
+6. scoring: `evaluate_greedy`, the greedy policy over several episodes run side by side.
+
+`train_dqn` is the single-process baseline: one env, one prioritized buffer, the same learner.
+
+The update rule, for a batch of n-step transitions (s, a, R, s', discount = gamma^k, terminated)
+sampled with probability P(i) and importance weights w_i:
+
+    a*   = argmax_a Q_online(s', a)                                (the online net chooses ...)
+    y    = R + discount * (1 - terminated) * Q_target(s', a*)      (... the target net scores)
+    delta = y - Q_online(s, a)
+    L    = mean_i  w_i * huber(delta_i)           new priority p_i = |delta_i|
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib.config import Config
+from course_lib.nets import get_weights, mlp
+from course_lib.replay import (
+    NStepBuffer,
+    PrioritizedReplayBuffer,
+    stack_transitions,
+    transition_spec,
+)
+from course_lib.results import Algorithm, load_checkpoint, run_training
+
+
+@dataclass
+class DQNConfig(Config):
+    """Single-process DQN (dueling, double, n-step, prioritized): the baseline for Ape-X."""
+
+    QUICK: ClassVar[dict] = {"max_env_steps": 3_000, "target_return": None,
+                             "learning_starts": 500, "steps_per_iteration": 500,
+                             "eval_episodes": 3}
+    env_id: str = "CartPole-v1"       # any gymnasium env with a discrete action space
+    hidden: tuple[int, ...] = (128, 128)  # hidden layer sizes of the Q network's trunk
+    lr: float = 2e-3                  # Adam learning rate
+    gamma: float = 0.99               # discount factor
+    n_step: int = 3                   # rewards summed before bootstrapping
+    batch_size: int = 64              # transitions per gradient step
+    buffer_size: int = 100_000        # replay capacity (FIFO)
+    learning_starts: int = 1_000      # transitions in the buffer before the first update
+    replay_ratio: float = 16.0        # learner samples per inserted transition
+    target_update_every: int = 250    # learner updates between hard target-network copies
+    grad_clip: float = 10.0           # max global gradient norm
+    priority_alpha: float = 0.6       # P(i) ~ p_i^alpha
+    priority_beta: float = 0.4        # importance-sampling exponent
+    eps_start: float = 1.0            # exploration epsilon at the first step ...
+    eps_end: float = 0.02             # ... decays linearly to this ...
+    eps_decay_steps: int = 10_000     # ... over this many env steps
+    steps_per_iteration: int = 1_000  # env steps per iteration (one progress row, one eval)
+    eval_episodes: int = 10           # greedy episodes per evaluation
+    target_return: float | None = 475.0  # stop: greedy mean return reached (None: no goal)
+    max_env_steps: int | None = 100_000  # stop: env step budget (None: unlimited)
+    max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
+    seed: int = 0                     # seeds the network, the env and the exploration
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. The network
+# ---------------------------------------------------------------------------------------------
+
+class DuelingQNet(nn.Module):
+    """Q(s, .) from a shared trunk and two heads: a state value V(s) and advantages A(s, a).
+
+        Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a')
+
+    Subtracting the mean advantage makes the split identifiable (mean_a Q(s, a) = V(s)).
+
+    | call              | input           | output              |
+    | ----------------- | --------------- | ------------------- |
+    | `forward(obs)`    | (B, obs_dim)    | Q values (B, n_actions) |
+    | `value(h)`        | (B, hidden[-1]) | (B, 1)              |
+    | `advantage(h)`    | (B, hidden[-1]) | (B, n_actions)      |
+    """
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: tuple[int, ...] = (128, 128)):
+        super().__init__()
+        if not hidden:
+            raise ValueError("hidden must name at least one layer, e.g. (128, 128)")
+        self.trunk = nn.Sequential(mlp([obs_dim, *hidden], nn.ReLU), nn.ReLU())
+        self.value = nn.Linear(hidden[-1], 1)
+        self.advantage = nn.Linear(hidden[-1], n_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.trunk(obs)
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(dim=-1, keepdim=True)
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """`gym.make(env_id)`, with observations flattened to 1-D float vectors when they are not
+    (a Discrete observation becomes a one-hot vector), so one MLP fits every env."""
+    env = gym.make(env_id, **kwargs)
+    space = env.observation_space
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+        env = gym.wrappers.FlattenObservation(env)
+    return env
+
+
+def require_discrete(env: gym.Env, algo: str = "DQN") -> None:
+    """Refuse an env whose actions are not one Discrete choice, with a plain message."""
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        raise ValueError(f"{env.spec.id if env.spec else env} has a "
+                         f"{type(env.action_space).__name__} action space; {algo} needs "
+                         "discrete actions (use --algo sac for continuous actions)")
+
+
+def env_dims(env: gym.Env) -> tuple[int, int]:
+    """(obs_dim, n_actions) of a flat-observation, discrete-action env."""
+    return int(np.prod(env.observation_space.shape)), int(env.action_space.n)
+
+
+def make_q_net(env_id: str, hidden: tuple[int, ...]) -> DuelingQNet:
+    """A freshly initialised DuelingQNet sized for `env_id`."""
+    env = make_env(env_id)
+    net = DuelingQNet(*env_dims(env), hidden)
+    env.close()
+    return net
+
+
+def default_device() -> torch.device:
+    """The first GPU when one is visible, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_of(net: nn.Module) -> torch.device:
+    """Where `net`'s parameters live (the CPU for a net without any)."""
+    param = next(net.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Acting: epsilon-greedy
+# ---------------------------------------------------------------------------------------------
+
+def epsilon_for_explorer(i: int, n: int, eps: float = 0.4, alpha: float = 7.0) -> float:
+    """Ape-X's fixed exploration rate of explorer i of n:  eps_i = eps^(1 + alpha * i / (n-1)).
+
+    Explorer 0 explores most (eps), the last least (eps^(1+alpha)); a single explorer gets eps.
+
+    >>> [round(epsilon_for_explorer(i, 3), 4) for i in range(3)]
+    [0.4, 0.0406, 0.0041]
+    """
+    if not 0 <= i < n:
+        raise ValueError(f"explorer index must be in [0, {n}), got {i}")
+    if n == 1:
+        return eps
+    return eps ** (1 + alpha * i / (n - 1))
+
+
+def linear_epsilon(step: int, start: float, end: float, decay_steps: int) -> float:
+    """eps decaying linearly from `start` at step 0 to `end` at `decay_steps`, then flat."""
+    frac = min(1.0, step / decay_steps) if decay_steps > 0 else 1.0
+    return start + frac * (end - start)
+
+
+@torch.no_grad()
+def epsilon_greedy(q_net: nn.Module, obs: np.ndarray, epsilon: float,
+                   rng: np.random.Generator, n_actions: int) -> int:
+    """A random action with probability epsilon, else argmax_a Q(obs, a). obs: (obs_dim,)."""
+    if rng.random() < epsilon:
+        return int(rng.integers(n_actions))
+    obs = torch.as_tensor(obs, dtype=torch.float32, device=device_of(q_net))
+    return int(q_net(obs[None]).argmax(dim=1).item())
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The n-step double-Q target
+# ---------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def n_step_double_q_target(reward: torch.Tensor, discount: torch.Tensor,
+                           terminated: torch.Tensor, next_obs: torch.Tensor,
+                           online: nn.Module, target: nn.Module) -> torch.Tensor:
+    """y = R^(n) + discount * (1 - terminated) * Q_target(s', argmax_a Q_online(s', a)).
+
+    | argument   | shape        | meaning                                              |
+    | ---------- | ------------ | ---------------------------------------------------- |
+    | reward     | (B,)         | R^(n) = r_t + gamma r_{t+1} + ... (k terms, k <= n)   |
+    | discount   | (B,)         | gamma^k, from the NStepBuffer                        |
+    | terminated | (B,) bool    | s' is a true terminal state (not a time limit)       |
+    | next_obs   | (B, obs_dim) | s' = s_{t+k}                                         |
+    | returns    | (B,)         | the target y, no gradient                            |
+
+    Double Q: the online net picks the action, the target net values it, which removes the
+    overestimation of max_a Q_target. A time-limit end is NOT terminal: it still bootstraps.
+    """
+    best = online(next_obs).argmax(dim=1, keepdim=True)         # (B, 1)
+    next_q = target(next_obs).gather(1, best).squeeze(1)        # (B,)
+    not_done = 1.0 - terminated.float()
+    return reward + discount * not_done * next_q
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The loss
+# ---------------------------------------------------------------------------------------------
+
+def dqn_loss(q_taken: torch.Tensor, target: torch.Tensor,
+             weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Importance-weighted Huber loss and the |TD errors| (the new priorities).
+
+        delta_i = y_i - Q(s_i, a_i)
+        L = mean_i w_i * huber(delta_i),  huber(d) = d^2 / 2 if |d| <= 1 else |d| - 1/2
+
+    | argument | shape | meaning                                   |
+    | -------- | ----- | ----------------------------------------- |
+    | q_taken  | (B,)  | Q_online(s, a) for the actions taken      |
+    | target   | (B,)  | y (no gradient)                           |
+    | weights  | (B,)  | importance weights w_i (None: all 1)      |
+    | returns  | (), (B,) | loss (scalar), |delta| (detached)       |
+    """
+    delta = target.detach() - q_taken
+    per_sample = F.huber_loss(q_taken, target.detach(), reduction="none", delta=1.0)
+    if weights is not None:
+        per_sample = weights * per_sample
+    return per_sample.mean(), delta.detach().abs()
+
+
+def batch_to_tensors(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    """A replay batch as tensors on `device` (copies: arrays from Ray are read-only)."""
+    return {name: torch.tensor(value, device=device) for name, value in batch.items()
+            if name != "indices"}
+
+
+@torch.no_grad()
+def td_errors(batch: dict[str, np.ndarray], online: nn.Module,
+              target: nn.Module | None = None) -> np.ndarray:
+    """|y - Q(s, a)| for a batch, without training: the initial priorities an explorer sends.
+
+    An explorer has only its own copy of the network, so it passes it as both nets.
+    """
+    t = batch_to_tensors(batch, torch.device("cpu"))
+    y = n_step_double_q_target(t["reward"], t["discount"], t["terminated"], t["next_obs"],
+                               online, target if target is not None else online)
+    q = online(t["obs"]).gather(1, t["action"][:, None]).squeeze(1)
+    return (y - q).abs().numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. One learner update
+# ---------------------------------------------------------------------------------------------
+
+class DQNLearner:
+    """The online and target networks, the optimiser, and one gradient step on a replay batch.
+
+    | call                 | returns                                                  |
+    | -------------------- | -------------------------------------------------------- |
+    | `update(batch)`      | {"loss": float, "q_mean": float, "priorities": (B,) np}  |
+    | `get_weights()`      | the online net as {name: numpy array}                    |
+    | `state_dict()`       | online, target, optimiser and update count (checkpoints) |
+
+    `batch` is what the prioritized buffer samples: obs, action, reward, next_obs, terminated,
+    discount, and optionally weights (importance weights) and indices (ignored here).
+    """
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: tuple[int, ...] = (128, 128),
+                 lr: float = 1e-3, grad_clip: float = 10.0, target_update_every: int = 500,
+                 device: torch.device | str | None = None):
+        self.device = torch.device(device) if device is not None else default_device()
+        self.online = DuelingQNet(obs_dim, n_actions, hidden).to(self.device)
+        self.target = DuelingQNet(obs_dim, n_actions, hidden).to(self.device)
+        self.target.load_state_dict(self.online.state_dict())
+        self.target.requires_grad_(False)
+        # fused: one kernel for all parameters, several times faster for small nets on a CPU
+        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=lr, fused=True)
+        self.grad_clip, self.target_update_every = grad_clip, target_update_every
+        self.updates = 0
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """One step: targets, weighted Huber loss, clipped gradient step, maybe a target copy."""
+        t = batch_to_tensors(batch, self.device)
+        q_taken = self.online(t["obs"]).gather(1, t["action"][:, None]).squeeze(1)
+        y = n_step_double_q_target(t["reward"], t["discount"], t["terminated"], t["next_obs"],
+                                   self.online, self.target)
+        loss, abs_td = dqn_loss(q_taken, y, t.get("weights"))
+        self.optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.online.parameters(), self.grad_clip)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % self.target_update_every == 0:    # hard copy, every N updates
+            self.target.load_state_dict(self.online.state_dict())
+        return {"loss": loss.item(), "q_mean": q_taken.mean().item(),
+                "priorities": abs_td.cpu().numpy()}
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return get_weights(self.online)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimiser and update count, on the CPU (a checkpoint loads anywhere)."""
+        return _to_cpu({"online": self.online.state_dict(), "target": self.target.state_dict(),
+                        "optimizer": self.optimizer.state_dict(), "updates": self.updates})
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+
+
+def _to_cpu(value):
+    """A snapshot of nested dicts/lists with every tensor copied to the CPU (a plain
+    state_dict shares memory with the live model, and would change as training goes on)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_to_cpu(v) for v in value)
+    return value
+
+
+def make_learner(cfg, obs_dim: int, n_actions: int, device=None) -> DQNLearner:
+    """A DQNLearner from a config with hidden, lr, grad_clip and target_update_every."""
+    return DQNLearner(obs_dim, n_actions, tuple(cfg.hidden), cfg.lr, cfg.grad_clip,
+                      cfg.target_update_every, device)
+
+
+def updates_due(inserted: int, replay_ratio: float, batch_size: int) -> int:
+    """Learner updates that keep (updates * batch_size) / inserted at `replay_ratio`."""
+    return int(replay_ratio * inserted / batch_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Scoring the greedy policy
+# ---------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def evaluate_greedy(q_net: nn.Module, env_id: str, episodes: int = 10,
+                    seed: int = 10_000) -> np.ndarray:
+    """Undiscounted returns (episodes,) of argmax_a Q(s, a), all episodes run side by side.
+
+    Episode i starts from `reset(seed=seed + i)`; one batched forward pass per time step
+    serves every episode still running, which is several times faster than one at a time.
+    """
+    envs = [make_env(env_id) for _ in range(episodes)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+    returns = np.zeros(episodes)
+    running = np.ones(episodes, dtype=bool)
+    device = device_of(q_net)
+    while running.any():
+        idx = np.flatnonzero(running)
+        actions = q_net(torch.as_tensor(obs[idx], device=device)).argmax(dim=1).cpu().numpy()
+        for j, action in zip(idx, actions, strict=True):
+            obs[j], reward, terminated, truncated, _ = envs[j].step(int(action))
+            returns[j] += reward
+            running[j] = not (terminated or truncated)
+    for env in envs:
+        env.close()
+    return returns
+
+
+def greedy_policy(checkpoint: dict) -> Callable[[np.ndarray], int]:
+    """act(obs) -> argmax action, from a DQN or Ape-X checkpoint (for `course_lib evaluate`)."""
+    cfg = checkpoint["config"]
+    net = make_q_net(checkpoint["env_id"], tuple(cfg["hidden"]))
+    net.load_state_dict(checkpoint["learner"]["online"])
+    net.eval()
+
+    @torch.no_grad()
+    def act(obs: np.ndarray) -> int:
+        return int(net(torch.as_tensor(obs, dtype=torch.float32)[None]).argmax(dim=1).item())
+
+    return act
+
+
+# ---------------------------------------------------------------------------------------------
+# Single-process DQN: the baseline
+# ---------------------------------------------------------------------------------------------
+
+class DQNTrainer:
+    """One env, one prioritized buffer, one DQNLearner, in this process.
+
+    `step()` runs one iteration (`steps_per_iteration` env steps, with learner updates
+    interleaved to hold the replay ratio), evaluates greedily and returns a progress row;
+    `state()` is a checkpoint; `DQNTrainer(cfg, restore=checkpoint)` continues from one
+    (network, optimiser and counters; the replay buffer starts empty and refills).
+    """
+
+    algo = "dqn"
+
+    def __init__(self, config: DQNConfig, restore: dict | None = None):
+        cfg = self.cfg = config
+        torch.manual_seed(cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.env = make_env(cfg.env_id)
+        require_discrete(self.env)
+        self.obs_dim, self.n_actions = env_dims(self.env)
+        spec = transition_spec((self.obs_dim,), n_step=True)
+        self.buffer = PrioritizedReplayBuffer(cfg.buffer_size, spec, alpha=cfg.priority_alpha,
+                                              seed=cfg.seed)
+        self.nstep = NStepBuffer(cfg.n_step, cfg.gamma)
+        self.learner = make_learner(cfg, self.obs_dim, self.n_actions)
+        self.counters = {"iteration": 0, "env_steps": 0, "inserted": 0, "episodes": 0,
+                         "time_s": 0.0}
+        if restore is not None:
+            self.learner.load_state_dict(restore["learner"])
+            self.counters.update(restore["counters"])
+        self.obs, _ = self.env.reset(seed=cfg.seed + self.counters["episodes"])
+        self.episode_return = 0.0
+        self.start = time.perf_counter() - self.counters["time_s"]
+
+    def step(self) -> dict[str, Any]:
+        cfg, c, learner = self.cfg, self.counters, self.learner
+        t0, updates0 = time.perf_counter(), learner.updates
+        returns, losses = [], []
+        for _ in range(cfg.steps_per_iteration):
+            # -- act and store the n-step transitions that are complete --------------------
+            eps = linear_epsilon(c["env_steps"], cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
+            action = epsilon_greedy(learner.online, self.obs, eps, self.rng, self.n_actions)
+            next_obs, reward, terminated, truncated, _ = self.env.step(action)
+            done = self.nstep.add(self.obs, action, reward, next_obs, terminated, truncated)
+            if done:
+                self.buffer.add(stack_transitions(done))  # new transitions get the max priority
+                c["inserted"] += len(done)
+            c["env_steps"] += 1
+            self.episode_return += reward
+            self.obs = next_obs                         # carry the next observation over
+            if terminated or truncated:
+                returns.append(self.episode_return)
+                c["episodes"] += 1
+                self.obs, _ = self.env.reset()
+                self.episode_return = 0.0
+            # -- learn, as many updates as the replay ratio allows --------------------------
+            if len(self.buffer) < max(cfg.learning_starts, cfg.batch_size):
+                continue
+            while learner.updates < updates_due(c["inserted"], cfg.replay_ratio, cfg.batch_size):
+                batch = self.buffer.sample(cfg.batch_size, beta=cfg.priority_beta)
+                info = learner.update(batch)
+                self.buffer.update_priorities(batch["indices"], info["priorities"])
+                losses.append(info["loss"])
+        # -- evaluate and report ---------------------------------------------------------
+        elapsed = time.perf_counter() - t0
+        evals = evaluate_greedy(learner.online, cfg.env_id, cfg.eval_episodes)
+        c["iteration"] += 1
+        c["time_s"] = time.perf_counter() - self.start
+        return {
+            "iteration": c["iteration"], "time_s": c["time_s"], "env_steps": c["env_steps"],
+            "learner_updates": learner.updates, "eval_return": float(evals.mean()),
+            "train_return": _mean(returns), "episodes": c["episodes"],
+            "loss": _mean(losses), "epsilon": eps, "replay_size": len(self.buffer),
+            "env_steps_per_s": cfg.steps_per_iteration / elapsed,
+            "updates_per_s": (learner.updates - updates0) / elapsed,
+        }
+
+    def state(self) -> dict[str, Any]:
+        """Everything a resume needs, as plain containers and tensors (torch.save-able)."""
+        return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
+                "iteration": self.counters["iteration"], "counters": dict(self.counters),
+                "learner": self.learner.state_dict()}
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return self.learner.get_weights()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _mean(values) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def train_dqn(config: DQNConfig, progress=None, run=None, restore: dict | str | None = None):
+    """Train single-process DQN until a stop criterion of `config` holds; a TrainResult.
+
+    `progress`: True for a live display (notebook) or bar (terminal), or a callable given
+    each row. `run`: a `results.Run` that logs rows and writes checkpoints. `restore`: a
+    checkpoint (path or loaded dict) to continue from.
+    """
+    if isinstance(restore, str | os.PathLike):
+        restore = load_checkpoint(restore, algo="dqn", env_id=config.env_id)
+    return run_training(DQNTrainer(config, restore), config, progress=progress, run=run)
+
+
+#: what `python -m course_lib train --algo dqn` runs (see `course_lib.cli`)
+ALGORITHM = Algorithm(DQNConfig, train_dqn, greedy_policy, require_discrete)

@@ -1,0 +1,462 @@
+"""Run folders, checkpoints and the training loop every algorithm shares (DQN, Ape-X, SAC).
+
+A run folder, as RLlib lays it out::
+
+    results/apex_CartPole-v1_2025-06-01_12-00-00/
+        params.json                 the algorithm, env and full config of the run
+        progress.csv                one row per iteration (iteration, time_s, env_steps, ...)
+        result.json                 the same rows, one JSON object per line
+        events.out.tfevents.*       the same scalars for TensorBoard (x axis: env steps)
+        checkpoints/checkpoint_000010/
+            meta.json               algo, env_id, iteration, counters, config (readable)
+            state.pt                the same plus network and optimiser state (torch.save)
+
+Nothing here knows about a particular algorithm. A *trainer* is any object with
+
+| member              | meaning                                                          |
+| ------------------- | ---------------------------------------------------------------- |
+| `algo`              | its name, e.g. "apex"                                            |
+| `step()`            | run one iteration, return a row: iteration, time_s, env_steps,   |
+|                     | learner_updates, eval_return, train_return, ... (same keys always) |
+| `state()`           | a checkpoint: {"algo", "env_id", "config", "iteration", "counters", ...} |
+| `get_weights()`     | the current policy weights as {name: numpy array}                |
+| `close()`           | release envs and actors                                          |
+
+and `run_training(trainer, config, ...)` drives it until a stop criterion of the config holds.
+A config that wants the command line has the three stop fields `target_return`,
+`max_env_steps` and `max_time_s` (None switches one off).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import shutil
+import socket
+import struct
+import time
+import typing
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import NamedTuple
+
+#: `--stop` keys (RLlib's names) -> the config fields that hold them
+STOP_KEYS = {"eval_return": "target_return", "env_steps": "max_env_steps",
+             "time_s": "max_time_s"}
+#: the columns every progress row starts with
+ROW_KEYS = ("iteration", "time_s", "env_steps", "learner_updates", "eval_return", "train_return")
+CHECKPOINT_FILE, META_FILE = "state.pt", "meta.json"
+
+
+class Algorithm(NamedTuple):
+    """What the command line needs to know about an algorithm (see `course_lib.cli`)."""
+
+    config: type                          # the Config dataclass
+    train: Callable                       # train(cfg, progress=, run=, restore=) -> TrainResult
+    policy: Callable                      # checkpoint dict -> act(obs) -> action (greedy)
+    check_env: Callable                   # check_env(env): ValueError if the env is unsuitable
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, unreadable, or from another algorithm or environment."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Stopping and the result of a run
+# ---------------------------------------------------------------------------------------------
+
+def stop_reason(row: dict, config) -> str | None:
+    """Which stop criterion `row` meets ("eval_return", "env_steps", "time_s"), else None.
+
+    The goal (eval_return) is checked first, so a run that reaches it on its last allowed
+    step counts as reached.
+    """
+    goal = config.target_return
+    if goal is not None and not math.isnan(row["eval_return"]) and row["eval_return"] >= goal:
+        return "eval_return"
+    if config.max_env_steps is not None and row["env_steps"] >= config.max_env_steps:
+        return "env_steps"
+    if config.max_time_s is not None and row["time_s"] >= config.max_time_s:
+        return "time_s"
+    return None
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a training run returns."""
+
+    history: list[dict]                   # one row per iteration
+    stopped_by: str                       # "eval_return", "env_steps" or "time_s"
+    reached: bool                         # the goal was met (or there was none)
+    weights: dict                         # final policy weights {name: numpy array}
+    checkpoint: Path | None = None        # the last checkpoint written, if any
+    extras: dict = dataclasses.field(default_factory=dict)  # algorithm-specific records
+
+    @property
+    def last(self) -> dict:
+        return self.history[-1]
+
+    def summary(self, algo: str, env_id: str, goal: float | None = None) -> str:
+        """One line: did it reach the goal, after how many steps, updates and seconds."""
+        row = self.last
+        if self.stopped_by == "eval_return":
+            head = f"reached eval_return {row['eval_return']:.1f} >= {goal:g}"
+        elif goal is not None:
+            head = (f"stopped by the {self.stopped_by} budget before reaching {goal:g} "
+                    f"(last eval_return {row['eval_return']:.1f})")
+        else:
+            head = f"finished the {self.stopped_by} budget (eval_return {row['eval_return']:.1f})"
+        return (f"{algo} {env_id}: {head} after {row['env_steps']:,} env steps, "
+                f"{row['learner_updates']:,} learner updates, {row['time_s']:.1f} s "
+                f"(iteration {row['iteration']})")
+
+
+def run_training(trainer, config, progress=None, run: Run | None = None) -> TrainResult:
+    """Step `trainer` until a stop criterion of `config` holds; log, checkpoint, show progress.
+
+    `progress`: None (quiet), True (a LiveProgress: notebook display or terminal bar), a
+    LiveProgress, or a callable given each row. The trainer is closed at the end, also when
+    the loop is interrupted.
+    """
+    history, stopped_by, checkpoint = [], None, None
+    close_progress = _nothing
+    try:
+        if all(getattr(config, key) is None for key in STOP_KEYS.values()):
+            raise ValueError("no stop criterion: set target_return, max_env_steps or "
+                             "max_time_s")
+        show, close_progress = _progress_callback(progress, config, trainer.algo)
+        while stopped_by is None:
+            row = trainer.step()
+            history.append(row)
+            stopped_by = stop_reason(row, config)
+            if run is not None:
+                run.log(row)
+                if run.checkpoint_due(row["iteration"], final=stopped_by is not None):
+                    checkpoint = run.save_checkpoint(trainer.state())
+            show(row)
+        weights = trainer.get_weights()
+        extras = trainer.extras() if hasattr(trainer, "extras") else {}
+    finally:
+        close_progress()
+        trainer.close()
+    reached = stopped_by == "eval_return" or config.target_return is None
+    return TrainResult(history, stopped_by, reached, weights, checkpoint, extras)
+
+
+def _nothing(*args) -> None:
+    pass
+
+
+def _progress_callback(progress, config, algo: str):
+    """(show(row), close()) for the kinds of `progress` that run_training accepts."""
+    if progress is None or progress is False:
+        return _nothing, _nothing
+    if callable(progress) and not hasattr(progress, "update"):
+        return progress, _nothing
+    if progress is True:
+        from course_lib.progress import LiveProgress  # imports matplotlib: only when asked
+        progress = LiveProgress(total=config.max_env_steps, desc=f"{algo} {config.env_id}",
+                                unit="steps", plot="eval")
+
+    def show(row: dict) -> None:
+        metrics = {"eval": row["eval_return"], "train": row["train_return"],
+                   "updates": row["learner_updates"]}
+        for key, label in (("updates_per_s", "updates/s"), ("env_steps_per_s", "steps/s"),
+                           ("replay_size", "replay")):
+            if key in row:
+                metrics[label] = row[key]
+        progress.update(row["env_steps"], **metrics)
+
+    return show, progress.close
+
+
+# ---------------------------------------------------------------------------------------------
+# The run folder
+# ---------------------------------------------------------------------------------------------
+
+class Run:
+    """One run's folder: parameters, progress rows, TensorBoard events, checkpoints.
+
+    | call                      | effect                                                 |
+    | ------------------------- | ------------------------------------------------------ |
+    | `Run.create(dir, algo, env_id, params)` | a new folder `dir/<algo>_<env>_<time>/` |
+    | `log(row)`                | a row to progress.csv, result.json and TensorBoard     |
+    | `checkpoint_due(i)`       | whether iteration i should be checkpointed             |
+    | `save_checkpoint(state)`  | checkpoints/checkpoint_<iteration>/, oldest pruned     |
+    """
+
+    def __init__(self, path, checkpoint_freq: int = 0, checkpoint_at_end: bool = False,
+                 keep_checkpoints: int | None = None):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_freq, self.checkpoint_at_end = checkpoint_freq, checkpoint_at_end
+        self.keep_checkpoints = keep_checkpoints
+        self.events = EventWriter(self.path)
+        self._columns: list[str] | None = None
+        self.last_checkpoint: Path | None = None
+
+    @classmethod
+    def create(cls, results_dir, algo: str, env_id: str, params: dict, **kwargs) -> Run:
+        """A fresh folder for a run, with params.json written and the config in TensorBoard."""
+        stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        base = Path(results_dir) / f"{algo}_{env_id.replace('/', '-')}_{stamp}"
+        path, n = base, 1
+        while path.exists():                  # two runs started in the same second
+            path, n = base.with_name(f"{base.name}_{n}"), n + 1
+        run = cls(path, **kwargs)
+        (run.path / "params.json").write_text(json.dumps(params, indent=2, default=str) + "\n")
+        table = "\n".join(f"|{key}|{value}|" for key, value in _flatten(params).items())
+        run.events.text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        return run
+
+    def log(self, row: dict) -> None:
+        """Append a row; the CSV columns are the first row's keys."""
+        if self._columns is None:
+            self._columns = list(row)
+        csv_path = self.path / "progress.csv"
+        new = not csv_path.exists()
+        with open(csv_path, "a", newline="") as file:
+            writer = csv.DictWriter(file, self._columns, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+        with open(self.path / "result.json", "a") as file:
+            file.write(json.dumps(_json_safe(row)) + "\n")
+        self.events.scalars({k: v for k, v in row.items() if k != "env_steps"
+                             and isinstance(v, int | float) and math.isfinite(v)},
+                            step=int(row["env_steps"]))
+
+    def checkpoint_due(self, iteration: int, final: bool = False) -> bool:
+        if final and self.checkpoint_at_end:
+            return True
+        return self.checkpoint_freq > 0 and iteration % self.checkpoint_freq == 0
+
+    def save_checkpoint(self, state: dict) -> Path:
+        """Write `state` to checkpoints/checkpoint_<iteration>/ and keep the newest N."""
+        folder = self.path / "checkpoints" / f"checkpoint_{state['iteration']:06d}"
+        save_checkpoint(folder, state)
+        self.last_checkpoint = folder
+        if self.keep_checkpoints:
+            for old in list_checkpoints(self.path)[:-self.keep_checkpoints]:
+                shutil.rmtree(old, ignore_errors=True)
+        return folder
+
+    def close(self) -> None:
+        self.events.close()
+
+
+def _flatten(params: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in params.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _json_safe(row: dict) -> dict:
+    """NaN and inf are not JSON: write them as null."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in row.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------------------------
+
+def save_checkpoint(folder, state: dict) -> Path:
+    """`state` (from a trainer's `state()`) to `folder`/state.pt plus a readable meta.json.
+
+    Written to a temporary folder first and renamed, so a crash never leaves half a checkpoint.
+    """
+    import torch  # here, not at the top: the command line checks its input before torch loads
+
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(state, tmp / CHECKPOINT_FILE)
+    meta = {key: state[key] for key in ("algo", "env_id", "iteration", "counters", "config")}
+    (tmp / META_FILE).write_text(json.dumps(_json_safe(meta), indent=2) + "\n")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    return folder
+
+
+def list_checkpoints(run_path) -> list[Path]:
+    """The checkpoint folders of a run, oldest first."""
+    return sorted(p for p in (Path(run_path) / "checkpoints").glob("checkpoint_*")
+                  if p.is_dir() and not p.name.endswith(".tmp"))
+
+
+def find_checkpoint(path) -> Path:
+    """The checkpoint folder `path` names: a checkpoint folder, its state.pt, or a run folder
+    (its newest checkpoint). CheckpointError if there is none."""
+    path = Path(path)
+    if path.is_file() and path.name in (CHECKPOINT_FILE, META_FILE):
+        path = path.parent
+    if path.is_dir() and not (path / META_FILE).exists() and (path / "checkpoints").is_dir():
+        found = list_checkpoints(path)
+        if not found:
+            raise CheckpointError(f"run folder {path} has no checkpoints")
+        path = found[-1]
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint at {path}")
+    if not (path / META_FILE).is_file() or not (path / CHECKPOINT_FILE).is_file():
+        raise CheckpointError(f"{path} is not a checkpoint (expected {META_FILE} and "
+                              f"{CHECKPOINT_FILE} in it)")
+    return path
+
+
+def read_checkpoint_meta(path, algo: str | None = None, env_id: str | None = None) -> dict:
+    """meta.json of a checkpoint (cheap: no torch), checked against `algo` and `env_id`."""
+    folder = find_checkpoint(path)
+    try:
+        meta = json.loads((folder / META_FILE).read_text())
+        missing = {"algo", "env_id", "iteration", "config"} - meta.keys()
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as err:
+        raise CheckpointError(f"corrupt checkpoint {folder}: {META_FILE} is unreadable "
+                              f"({_first_line(err)})") from None
+    if missing:
+        raise CheckpointError(f"corrupt checkpoint {folder}: {META_FILE} lacks "
+                              f"{', '.join(sorted(missing))}")
+    if algo is not None and meta["algo"] != algo:
+        raise CheckpointError(f"checkpoint {folder} is from algorithm {meta['algo']!r}, "
+                              f"not {algo!r}")
+    if env_id is not None and meta["env_id"] != env_id:
+        raise CheckpointError(f"checkpoint {folder} was trained on {meta['env_id']}, "
+                              f"not {env_id}")
+    meta["path"] = str(folder)
+    return meta
+
+
+def load_checkpoint(path, algo: str | None = None, env_id: str | None = None) -> dict:
+    """The full state saved by `save_checkpoint`, checked like `read_checkpoint_meta`.
+
+    Loaded with `weights_only=True`: tensors and plain containers only, no arbitrary pickles.
+    """
+    import torch
+
+    meta = read_checkpoint_meta(path, algo, env_id)
+    try:
+        state = torch.load(Path(meta["path"]) / CHECKPOINT_FILE, map_location="cpu",
+                           weights_only=True)
+    except Exception as err:  # torch raises many kinds for a damaged file
+        raise CheckpointError(f"corrupt checkpoint {meta['path']}: {CHECKPOINT_FILE} does not "
+                              f"load ({_first_line(err)})") from None
+    if not isinstance(state, dict) or state.get("algo") != meta["algo"]:
+        raise CheckpointError(f"corrupt checkpoint {meta['path']}: {CHECKPOINT_FILE} and "
+                              f"{META_FILE} disagree")
+    state["path"] = meta["path"]
+    return state
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def config_from_dict(cls, values: dict):
+    """`cls` (a Config dataclass) with `values` applied, lists turned back into tuples (JSON
+    has no tuples); unknown keys or wrong types raise ValueError."""
+    hints = typing.get_type_hints(cls)
+    fixed = {}
+    for key, value in values.items():
+        if isinstance(value, list) and typing.get_origin(hints.get(key)) is tuple:
+            value = tuple(value)
+        fixed[key] = value
+    return cls().updated(fixed)
+
+
+# ---------------------------------------------------------------------------------------------
+# TensorBoard event files, written by hand (the tensorboard package is not a dependency)
+# ---------------------------------------------------------------------------------------------
+# An event file is a sequence of TFRecords: len (uint64) | masked crc32c(len) (uint32) |
+# data | masked crc32c(data) (uint32), all little-endian. Each record's data is an `Event`
+# protobuf; the few fields we need are encoded below by hand.
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), as TFRecord uses; crc32c(b"123456789") == 0xE3069283."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked_crc(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, wire_type: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | wire_type) + payload
+
+
+def _bytes_field(number: int, data: bytes) -> bytes:
+    return _field(number, 2, _varint(len(data)) + data)
+
+
+class EventWriter:
+    """Scalars (and one text table) in a `events.out.tfevents.*` file that TensorBoard reads.
+
+    Event: wall_time = 1 (double), step = 2 (int64), file_version = 3 (string),
+    summary = 5; Summary: value = 1 (repeated); Value: tag = 1, simple_value = 2 (float),
+    tensor = 8, metadata = 9 (text plugin).
+    """
+
+    def __init__(self, folder):
+        self.path = Path(folder) / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
+        self.file = open(self.path, "ab")
+        self._write_event(_bytes_field(3, b"brain.Event:2"), step=0)
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        summary = b"".join(
+            _bytes_field(1, _bytes_field(1, tag.encode()) + _field(2, 5, struct.pack("<f", value)))
+            for tag, value in values.items())
+        self._write_event(_bytes_field(5, summary), step)
+
+    def text(self, tag: str, markdown: str, step: int = 0) -> None:
+        """A markdown text (e.g. a table of hyperparameters) for TensorBoard's Text tab."""
+        metadata = _bytes_field(1, _bytes_field(1, b"text"))      # plugin_data.plugin_name
+        tensor = (_field(1, 0, _varint(7))                          # dtype DT_STRING
+                  + _bytes_field(2, b"")                            # shape: a scalar
+                  + _bytes_field(8, markdown.encode()))             # string_val
+        value = _bytes_field(1, tag.encode()) + _bytes_field(8, tensor) + _bytes_field(9, metadata)
+        self._write_event(_bytes_field(5, _bytes_field(1, value)), step)
+
+    def _write_event(self, body: bytes, step: int) -> None:
+        data = _field(1, 1, struct.pack("<d", time.time())) + _field(2, 0, _varint(step)) + body
+        header = struct.pack("<Q", len(data))
+        self.file.write(header + struct.pack("<I", _masked_crc(header)) + data
+                        + struct.pack("<I", _masked_crc(data)))
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()

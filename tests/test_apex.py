@@ -1,0 +1,79 @@
+"""Tests for course_lib.apex: resources, the replay-ratio throttle, a killed explorer, resume."""
+
+import numpy as np
+import pytest
+import ray
+
+from course_lib.apex import ApexConfig, ApexTrainer, actor_cpus
+from course_lib.dqn import epsilon_for_explorer
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_actors_fit_in_two_cpus(workers):
+    cfg = ApexConfig(num_workers=workers)
+    cpus = actor_cpus(cfg, total_cpus=2)
+    total = cpus["learner"] + cpus["replay"] + cpus["evaluator"]
+    assert total + workers * cpus["explorer"] <= 2
+    assert 0 < cpus["explorer"] <= cfg.explorer_cpus
+
+
+def test_too_small_a_cluster_is_refused():
+    with pytest.raises(ValueError, match="too few"):
+        actor_cpus(ApexConfig(learner_cpus=1.0), total_cpus=1)
+
+
+# Small and quick: the learner trains from 300 transitions on, at 4 samples per transition,
+# and the explorers pause as soon as the learner is 20 updates behind.
+CFG = ApexConfig.preset(quick=True).updated({
+    "num_workers": 2, "hidden": (32,), "learning_starts": 300, "replay_ratio": 4.0,
+    "batch_size": 32, "sample_batches": 2, "max_lag_updates": 20, "explorer_chunk": 100,
+    "learner_chunk": 20, "eval_every_s": 1.0, "eval_episodes": 2,
+    "target_return": None, "max_env_steps": None, "max_time_s": 120.0})
+
+
+def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
+    trainer = ApexTrainer(CFG)
+    try:
+        assert trainer.epsilons == [epsilon_for_explorer(i, 2) for i in range(2)]
+        rows = [trainer.step() for _ in range(3)]
+        while rows[-1]["learner_updates"] < 100:         # slow machines: until it trains
+            rows.append(trainer.step())
+        steps = [r["env_steps"] for r in rows]
+        assert steps == sorted(steps) and steps[-1] > 300
+        last = rows[-1]
+        # never flooded: the learner never gets more than the ratio allows ...
+        assert last["replay_ratio"] <= CFG.replay_ratio + 1e-9
+        # ... and never starved: it stays within the lag the explorers wait for
+        lag = CFG.max_lag_updates + 2 * CFG.num_workers * CFG.explorer_chunk * 4 / 32
+        assert last["learner_updates"] >= 4 * trainer.counters["inserted"] / 32 - lag
+        assert set(rows[0]) >= {"iteration", "time_s", "env_steps", "learner_updates",
+                                "eval_return", "train_return", "replay_size"}
+
+        # kill explorer 0: Ray restarts it, the driver resends its chunk, training goes on
+        old_pid = trainer.pids[0]
+        ray.kill(trainer.explorers[0], no_restart=False)
+        before = last["env_steps"]
+        while trainer.pids[0] in (None, old_pid):
+            rows.append(trainer.step())
+            assert rows[-1]["iteration"] < last["iteration"] + 30, "explorer 0 never came back"
+        assert rows[-1]["explorer_restarts"] >= 1
+        assert rows[-1]["env_steps"] > before
+        state = trainer.state()
+        weights = trainer.get_weights()
+    finally:
+        trainer.close()
+
+    assert state["counters"]["learner_updates"] == state["learner"]["updates"]
+    resumed = ApexTrainer(CFG.updated({"num_workers": 1}), restore=state)   # fewer: faster
+    try:
+        restored = ray.get(resumed.learner.get_weights.remote())
+        for name, value in weights.items():
+            np.testing.assert_array_equal(restored[name], value)
+        row = resumed.step()
+        assert row["iteration"] == state["iteration"] + 1
+        assert row["env_steps"] >= state["counters"]["env_steps"]
+        assert row["learner_updates"] >= state["counters"]["learner_updates"]
+        assert row["time_s"] > state["counters"]["time_s"]
+        assert row["explorer_restarts"] == state["counters"]["explorer_restarts"]
+    finally:
+        resumed.close()

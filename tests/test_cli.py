@@ -1,0 +1,359 @@
+"""Tests for the command line (course_lib.cli) and the run folder (course_lib.results).
+
+Bad input is checked in-process (fast: torch and Ray load once) and, for a sample of the
+errors, through `python -m course_lib` in a subprocess; one short Ape-X run goes end to end
+through the real command line in quick mode.
+"""
+
+import csv
+import importlib.util
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib import cli, results
+from course_lib.results import (
+    CheckpointError,
+    EventWriter,
+    Run,
+    config_from_dict,
+    crc32c,
+    load_checkpoint,
+    save_checkpoint,
+)
+
+ROW = {"iteration": 1, "time_s": 0.5, "env_steps": 100, "learner_updates": 7,
+       "eval_return": 12.5, "train_return": math.nan}
+
+
+# --- TensorBoard event files ------------------------------------------------------------------
+
+def read_records(path):
+    """The TFRecords of an event file, checking both CRCs of each."""
+    data, records, pos = Path(path).read_bytes(), [], 0
+
+    def masked(b):
+        crc = crc32c(b)
+        return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+    while pos < len(data):
+        header = data[pos:pos + 8]
+        (length,) = struct.unpack("<Q", header)
+        assert struct.unpack("<I", data[pos + 8:pos + 12])[0] == masked(header)
+        body = data[pos + 12:pos + 12 + length]
+        assert struct.unpack("<I", data[pos + 12 + length:pos + 16 + length])[0] == masked(body)
+        records.append(body)
+        pos += 16 + length
+    return records
+
+
+def parse_message(data):
+    """A protobuf message as {field number: [values]} (varint, 64-bit, bytes, 32-bit)."""
+    fields, pos = {}, 0
+
+    def varint():
+        nonlocal pos
+        shift = value = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while pos < len(data):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value = varint()
+        elif wire == 1:
+            value, pos = data[pos:pos + 8], pos + 8
+        elif wire == 2:
+            n = varint()
+            value, pos = data[pos:pos + n], pos + n
+        else:
+            value, pos = data[pos:pos + 4], pos + 4
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+def test_crc32c_matches_the_standard_check_value():
+    assert crc32c(b"123456789") == 0xE3069283
+    assert crc32c(b"") == 0
+
+
+def test_event_file_holds_scalars_tensorboard_can_read(tmp_path):
+    writer = EventWriter(tmp_path)
+    writer.scalars({"eval_return": 12.5, "loss": 0.25}, step=300)
+    writer.text("hyperparameters", "|lr|0.001|")
+    writer.close()
+    records = [parse_message(r) for r in read_records(writer.path)]
+    assert records[0][3] == [b"brain.Event:2"]                       # file_version
+    scalars = records[1]
+    assert scalars[2] == [300]                                       # step
+    values = [parse_message(v) for v in parse_message(scalars[5][0])[1]]
+    got = {v[1][0].decode(): struct.unpack("<f", v[2][0])[0] for v in values}
+    assert got == {"eval_return": 12.5, "loss": 0.25}
+    text_value = parse_message(parse_message(records[2][5][0])[1][0])
+    assert text_value[1] == [b"hyperparameters"]
+    assert parse_message(text_value[8][0])[8] == [b"|lr|0.001|"]    # tensor.string_val
+
+
+# --- the run folder and checkpoints -------------------------------------------------------------
+
+def test_run_folder_has_params_progress_and_events(tmp_path):
+    run = Run.create(tmp_path, "apex", "ALE/Pong-v5", {"lr": 0.001, "nested": {"a": 1}})
+    run.log(ROW)
+    run.log({**ROW, "iteration": 2, "env_steps": 200, "train_return": 9.0})
+    run.close()
+    assert run.path.parent == tmp_path and run.path.name.startswith("apex_ALE-Pong-v5_")
+    assert json.loads((run.path / "params.json").read_text())["nested"] == {"a": 1}
+    rows = list(csv.DictReader(open(run.path / "progress.csv")))
+    assert list(rows[0]) == list(ROW)
+    assert [r["env_steps"] for r in rows] == ["100", "200"]
+    lines = [json.loads(line) for line in open(run.path / "result.json")]
+    assert lines[0]["train_return"] is None and lines[1]["train_return"] == 9.0
+    assert len(list(run.path.glob("events.out.tfevents.*"))) == 1
+    again = Run.create(tmp_path, "apex", "ALE/Pong-v5", {})          # same second: new name
+    assert again.path != run.path
+    again.close()
+
+
+def fake_state(iteration, algo="apex", env_id="CartPole-v1"):
+    return {"algo": algo, "env_id": env_id, "iteration": iteration,
+            "counters": {"env_steps": 10 * iteration}, "config": {"lr": 0.001},
+            "learner": {"updates": iteration}}
+
+
+def test_checkpoints_keep_the_newest_n_and_load_back(tmp_path):
+    run = Run(tmp_path, checkpoint_freq=2, keep_checkpoints=2)
+    assert [i for i in range(1, 7) if run.checkpoint_due(i)] == [2, 4, 6]
+    for i in (2, 4, 6):
+        run.save_checkpoint(fake_state(i))
+    run.close()
+    assert [p.name for p in results.list_checkpoints(tmp_path)] == ["checkpoint_000004",
+                                                                    "checkpoint_000006"]
+    state = load_checkpoint(tmp_path)                                # a run folder: newest
+    assert state["iteration"] == 6 and state["counters"]["env_steps"] == 60
+    assert load_checkpoint(tmp_path / "checkpoints" / "checkpoint_000004")["iteration"] == 4
+
+
+def test_bad_checkpoints_raise_one_clear_error(tmp_path):
+    folder = save_checkpoint(tmp_path / "ck", fake_state(1))
+    with pytest.raises(CheckpointError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="from algorithm 'apex', not 'sac'"):
+        load_checkpoint(folder, algo="sac")
+    with pytest.raises(CheckpointError, match="trained on CartPole-v1, not Acrobot-v1"):
+        load_checkpoint(folder, env_id="Acrobot-v1")
+    (folder / "state.pt").write_bytes(b"not a torch file")
+    with pytest.raises(CheckpointError, match="corrupt checkpoint .*state.pt does not load"):
+        load_checkpoint(folder)
+    (folder / "meta.json").write_text("{broken")
+    with pytest.raises(CheckpointError, match="corrupt checkpoint .*meta.json"):
+        load_checkpoint(folder)
+
+
+def test_config_from_dict_turns_json_lists_into_tuples():
+    from course_lib.dqn import DQNConfig
+
+    cfg = config_from_dict(DQNConfig, {"hidden": [32, 32], "lr": 1})
+    assert cfg.hidden == (32, 32) and cfg.lr == 1.0
+    with pytest.raises(ValueError, match="unknown config key"):
+        config_from_dict(DQNConfig, {"nope": 1})
+
+
+# --- bad input: one line on stderr, exit status 2 -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def dqn_checkpoint(tmp_path_factory):
+    """A real (tiny) DQN checkpoint, trained through the command line in-process."""
+    out = tmp_path_factory.mktemp("dqn")
+    code = cli.main(["train", "--algo", "dqn", "--quiet", "--results-dir", str(out),
+                     "--stop", '{"env_steps": 400, "eval_return": null}',
+                     "--config", '{"steps_per_iteration": 200, "learning_starts": 100, '
+                     '"hidden": [16], "eval_episodes": 1}', "--checkpoint-at-end"])
+    assert code == 0
+    [run] = out.iterdir()
+    return run
+
+
+def corrupt(checkpoint, tmp_path, what):
+    copy = tmp_path / "ck"
+    shutil.copytree(results.find_checkpoint(checkpoint), copy)
+    if what == "meta":
+        (copy / "meta.json").write_text("{not json")
+    else:
+        (copy / "state.pt").write_bytes(b"\x00garbage")
+    return str(copy)
+
+
+BAD_TRAIN = {
+    "unknown algorithm": (["--algo", "dqm"], "unknown algorithm 'dqm'; did you mean 'dqn'"),
+    "unknown env": (["--env", "CartPol-v1"], "unknown environment 'CartPol-v1'; did you mean "
+                    "CartPole-v1"),
+    "continuous env": (["--env", "Pendulum-v1"], "use --algo sac"),
+    "malformed stop": (["--stop", "{eval_return: 475}"], "--stop is not valid JSON"),
+    "stop not an object": (["--stop", "[475]"], "--stop must be a JSON object"),
+    "unknown stop key": (["--stop", '{"reward": 475}'], "unknown criterion 'reward'"),
+    "ill-typed stop": (["--stop", '{"time_s": "soon"}'], "time_s must be a number"),
+    "negative budget": (["--stop", '{"env_steps": -5}'], "env_steps must be >= 0"),
+    "malformed config": (["--config", '{"lr": }'], "--config is not valid JSON"),
+    "unknown config key": (["--config", '{"lrate": 0.1}'], "unknown config key 'lrate'"),
+    "ill-typed config key": (["--config", '{"batch_size": 6.5}'], "'batch_size' must be int"),
+    "zero workers": (["--num-workers", "0"], "--num-workers: must be a positive integer"),
+    "negative workers": (["--num-workers", "-3"], "must be a positive integer"),
+    "workers via config": (["--config", '{"num_workers": 0}'], "num_workers must be a positive"),
+    "missing checkpoint": (["--restore", "/nonexistent/ck"], "no checkpoint at /nonexistent"),
+}
+
+
+@pytest.mark.parametrize("args,message", BAD_TRAIN.values(), ids=BAD_TRAIN.keys())
+def test_bad_train_input_is_one_line_and_exit_2(capsys, tmp_path, args, message):
+    code = cli.main(["train", "--results-dir", str(tmp_path), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert message in err
+    assert not list(tmp_path.iterdir())                     # nothing started, nothing written
+
+
+@pytest.mark.parametrize("what", ["meta", "state"])
+def test_corrupt_checkpoint_is_refused(capsys, tmp_path, dqn_checkpoint, what):
+    code = cli.main(["train", "--restore", corrupt(dqn_checkpoint, tmp_path, what)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "corrupt checkpoint" in err
+
+
+def test_checkpoint_from_another_algorithm_or_env_is_refused(capsys, dqn_checkpoint):
+    assert cli.main(["train", "--algo", "apex", "--restore", str(dqn_checkpoint)]) == 2
+    assert "is from algorithm 'dqn', not 'apex'" in capsys.readouterr().err
+    assert cli.main(["train", "--env", "Acrobot-v1", "--restore", str(dqn_checkpoint)]) == 2
+    assert "trained on CartPole-v1, not Acrobot-v1" in capsys.readouterr().err
+    assert cli.main(["evaluate", "/nonexistent"]) == 2
+    assert capsys.readouterr().err.startswith("error: no checkpoint at")
+
+
+def test_restore_with_a_config_that_does_not_fit_is_refused(capsys, dqn_checkpoint):
+    code = cli.main(["train", "--restore", str(dqn_checkpoint), "--config", '{"hidden": [8]}'])
+    assert code == 2
+    assert "does not fit this config" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("Box2D") is not None, reason="box2d is installed")
+def test_env_with_a_missing_dependency_is_one_line(capsys):
+    assert cli.main(["train", "--env", "LunarLander-v3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot make LunarLander-v3:") and err.count("\n") == 1
+
+
+def test_dqn_has_no_workers(capsys):
+    assert cli.main(["train", "--algo", "dqn", "--num-workers", "2"]) == 2
+    assert "dqn runs in a single process" in capsys.readouterr().err
+
+
+# --- restore and evaluate (single-process DQN: no Ray needed) -----------------------------------
+
+def test_restore_through_the_command_line_continues_the_counters(capsys, tmp_path,
+                                                                 dqn_checkpoint):
+    code = cli.main(["train", "--restore", str(dqn_checkpoint), "--quiet",
+                     "--results-dir", str(tmp_path), "--stop", '{"env_steps": 600}'])
+    assert code == 0
+    assert "after 600 env steps" in capsys.readouterr().out
+    [run] = tmp_path.iterdir()
+    rows = list(csv.DictReader(open(run / "progress.csv")))
+    assert [(r["iteration"], r["env_steps"]) for r in rows] == [("3", "600")]
+    params = json.loads((run / "params.json").read_text())
+    assert params["restored_from"].endswith("checkpoint_000002")
+    assert params["config"]["hidden"] == [16]                 # the checkpoint's config
+
+
+def test_evaluate_reports_mean_and_std(capsys, dqn_checkpoint):
+    assert cli.main(["evaluate", str(dqn_checkpoint), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dqn CartPole-v1 checkpoint_000002: mean return ")
+    assert "over 3 episodes" in out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pygame") is not None,
+                    reason="pygame is installed: rendering works")
+def test_render_without_pygame_says_so(capsys, tmp_path, dqn_checkpoint):
+    code = cli.main(["evaluate", str(dqn_checkpoint), "--render", "--out",
+                     str(tmp_path / "ep.gif")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "pygame" in err
+    assert not (tmp_path / "ep.gif").exists()
+
+
+def test_write_gif_with_pillow(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    frames = [np.full((8, 8, 3), i * 40, np.uint8) for i in range(4)]
+    cli.write_gif(frames, tmp_path / "a.gif")
+    with Image.open(tmp_path / "a.gif") as gif:
+        assert gif.n_frames == 4
+
+
+# --- through `python -m course_lib` --------------------------------------------------------------
+
+def run_cli(*args, env=None, timeout=240):
+    return subprocess.run([sys.executable, "-m", "course_lib", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("args,message", [
+    (["train", "--algo", "ppo"], "unknown algorithm 'ppo'"),
+    (["evaluate", "/nonexistent/checkpoint"], "no checkpoint at"),
+    (["train", "--config", '{"gamma": "high"}'], "'gamma' must be float"),  # loads torch
+], ids=["algo", "checkpoint", "config"])
+def test_errors_through_python_m(args, message):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_end_to_end_apex_run_in_quick_mode(tmp_path, capsys, ray_local):
+    """A short Ape-X run through the real command line, then its checkpoint evaluated.
+
+    The command joins the tests' Ray instance (RAY_ADDRESS) instead of starting its own.
+    """
+    address = ray_local.get_runtime_context().gcs_address
+    proc = run_cli("train", "--algo", "apex", "--env", "CartPole-v1", "--num-workers", "2",
+                   "--stop", '{"eval_return": null, "env_steps": 1500}',
+                   "--config", '{"hidden": [32], "eval_every_s": 1.5}',
+                   "--checkpoint-freq", "1", "--checkpoint-at-end",
+                   "--keep-checkpoints", "2", "--results-dir", str(tmp_path),
+                   env={"RAY_ADDRESS": address})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    [summary] = proc.stdout.strip().splitlines()
+    assert summary.startswith("apex CartPole-v1: finished the env_steps budget")
+    [run] = tmp_path.iterdir()
+    assert run.name.startswith("apex_CartPole-v1_")
+    params = json.loads((run / "params.json").read_text())
+    assert params["algo"] == "apex" and params["config"]["num_workers"] == 2
+    rows = list(csv.DictReader(open(run / "progress.csv")))
+    for key in results.ROW_KEYS:
+        assert key in rows[0]
+    assert int(rows[-1]["env_steps"]) >= 1500
+    steps = [int(r["env_steps"]) for r in rows]
+    assert steps == sorted(steps)
+    assert list(run.glob("events.out.tfevents.*"))
+    checkpoints = results.list_checkpoints(run)
+    assert 1 <= len(checkpoints) <= 2
+    assert checkpoints[-1].name == f"checkpoint_{int(rows[-1]['iteration']):06d}"
+    meta = json.loads((checkpoints[-1] / "meta.json").read_text())
+    assert meta["algo"] == "apex" and meta["counters"]["env_steps"] == int(rows[-1]["env_steps"])
+
+    assert cli.main(["evaluate", str(run), "--episodes", "2"]) == 0
+    assert capsys.readouterr().out.startswith(f"apex CartPole-v1 {checkpoints[-1].name}: mean")
