@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -354,9 +355,22 @@ def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
     return workers
 
 
+@contextmanager
+def rollout_workers(cfg: PGConfig, policy: PolicyNet):
+    """`make_workers(cfg, policy)` for the length of a `with` block, killed at its end."""
+    workers = make_workers(cfg, policy)
+    try:
+        yield workers
+    finally:
+        for w in workers:
+            ray.kill(w)
+
+
 def _record(history: list[dict], iteration: int, start: float, env_steps: int,
-            batch: dict, loss: float, policy: PolicyNet, cfg: PGConfig) -> dict:
-    """Append one row of the training history (greedy eval every `cfg.eval_every` updates)."""
+            batch: dict, loss: float, policy: PolicyNet, cfg: PGConfig,
+            progress: Callable[[dict], None] | None, **extra) -> dict:
+    """Append one row of the training history (greedy eval every `cfg.eval_every` updates),
+    with any `extra` columns, and hand it to `progress`."""
     eval_return = float("nan")
     if iteration % cfg.eval_every == 0 or iteration == cfg.max_iterations:
         eval_return = evaluate_greedy(policy, cfg.env_id, cfg.eval_episodes, seed=10_000)
@@ -368,8 +382,11 @@ def _record(history: list[dict], iteration: int, start: float, env_steps: int,
         "mean_return": float(batch["ep_return"].mean()),
         "loss": loss,
         "eval_return": eval_return,     # NaN when this iteration was not evaluated
+        **extra,
     }
     history.append(row)
+    if progress:
+        progress(row)
     return row
 
 
@@ -383,23 +400,19 @@ def train_sync(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     Returns the trained policy and the history (one dict per update; `progress` gets each).
     """
     policy, optimizer = make_learner(cfg)
-    workers = make_workers(cfg, policy)
-    history, env_steps, start = [], 0, time.perf_counter()
-    try:
+    history, env_steps = [], 0
+    with rollout_workers(cfg, policy) as workers:
+        start = time.perf_counter()
         for iteration in range(1, cfg.max_iterations + 1):
             weights_ref = ray.put(get_weights(policy))              # one copy for all workers
             batch = concat_batches(ray.get(
                 [w.sample.remote(weights_ref, cfg.steps_per_worker) for w in workers]))
             loss = update_policy(policy, optimizer, batch, cfg)
             env_steps += len(batch["reward"])
-            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg)
-            if progress:
-                progress(row)
+            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg,
+                          progress)
             if row["eval_return"] >= cfg.target_return:
                 break
-    finally:
-        for w in workers:
-            ray.kill(w)
     return policy, history
 
 
@@ -414,11 +427,11 @@ def train_async(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     worker's batch. Same stopping rule, return value and `progress` as `train_sync`.
     """
     policy, optimizer = make_learner(cfg)
-    workers = make_workers(cfg, policy)
-    history, env_steps, start = [], 0, time.perf_counter()
-    weights_ref = ray.put(get_weights(policy))
-    in_flight = {w.sample.remote(weights_ref, cfg.steps_per_worker): w for w in workers}
-    try:
+    history, env_steps = [], 0
+    with rollout_workers(cfg, policy) as workers:
+        start = time.perf_counter()
+        weights_ref = ray.put(get_weights(policy))
+        in_flight = {w.sample.remote(weights_ref, cfg.steps_per_worker): w for w in workers}
         for iteration in range(1, cfg.max_iterations + 1):
             [ready], _ = ray.wait(list(in_flight), num_returns=1)
             worker = in_flight.pop(ready)
@@ -427,14 +440,10 @@ def train_async(cfg: PGConfig, progress: Callable[[dict], None] | None = None
             weights_ref = ray.put(get_weights(policy))
             in_flight[worker.sample.remote(weights_ref, cfg.steps_per_worker)] = worker
             env_steps += len(batch["reward"])
-            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg)
-            if progress:
-                progress(row)
+            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg,
+                          progress)
             if row["eval_return"] >= cfg.target_return:
                 break
-    finally:
-        for w in workers:
-            ray.kill(w)
     return policy, history
 
 
@@ -454,17 +463,16 @@ def measure_sampling_throughput(cfg: PGConfig, worker_counts: list[int],
     weights_ref = ray.put(get_weights(policy))
     rates = []
     for n in worker_counts:
-        workers = make_workers(cfg.updated({"num_workers": n}), policy)
-        ray.get([w.sample.remote(None, 10) for w in workers])          # warm up
-        per_round = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            batches = ray.get([w.sample.remote(weights_ref, steps_per_worker) for w in workers])
-            steps = sum(len(b["reward"]) for b in batches)
-            per_round.append(steps / (time.perf_counter() - start))
+        with rollout_workers(cfg.updated({"num_workers": n}), policy) as workers:
+            ray.get([w.sample.remote(None, 10) for w in workers])          # warm up
+            per_round = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                batches = ray.get([w.sample.remote(weights_ref, steps_per_worker)
+                                   for w in workers])
+                steps = sum(len(b["reward"]) for b in batches)
+                per_round.append(steps / (time.perf_counter() - start))
         rates.append(float(np.median(per_round)))
-        for w in workers:
-            ray.kill(w)
     return rates
 
 
@@ -482,10 +490,10 @@ def train_with_param_server(cfg: PGConfig, ps, progress: Callable[[dict], None] 
     """
     policy, optimizer = make_learner(cfg)
     version = ray.get(ps.push.remote("policy", get_weights(policy)))
-    workers = make_workers(cfg, policy)
-    in_flight = {w.sample_from_server.remote(ps, cfg.steps_per_worker): w for w in workers}
-    history, env_steps, start = [], 0, time.perf_counter()
-    try:
+    history, env_steps = [], 0
+    with rollout_workers(cfg, policy) as workers:
+        start = time.perf_counter()
+        in_flight = {w.sample_from_server.remote(ps, cfg.steps_per_worker): w for w in workers}
         for iteration in range(1, cfg.max_iterations + 1):
             [ready], _ = ray.wait(list(in_flight), num_returns=1)
             worker = in_flight.pop(ready)
@@ -494,13 +502,9 @@ def train_with_param_server(cfg: PGConfig, ps, progress: Callable[[dict], None] 
             version = ray.get(ps.push.remote("policy", get_weights(policy)))
             in_flight[worker.sample_from_server.remote(ps, cfg.steps_per_worker)] = worker
             env_steps += len(batch["reward"])
-            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg)
-            row.update(version=version, policy_lag=float(np.mean(version - 1 - batch["versions"])))
-            if progress:
-                progress(row)
+            lag = float(np.mean(version - 1 - batch["versions"]))
+            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg,
+                          progress, version=version, policy_lag=lag)
             if row["eval_return"] >= cfg.target_return:
                 break
-    finally:
-        for w in workers:
-            ray.kill(w)
     return policy, history
