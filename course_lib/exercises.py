@@ -51,7 +51,7 @@ def _check(exercise: str, success: str, body) -> CheckResult:
         return CheckResult(exercise, False, fail.message, fail.hint)
     except NotImplementedError:
         return CheckResult(exercise, False, "not implemented yet.",
-                           "Replace the `raise NotImplementedError` in the exercise cell.")
+                           "Fill in the exercise cell where it says TODO, then run it again.")
     except Exception as err:  # the attendee's code raised: report it as one line
         cause = getattr(err, "cause", None) or err
         return CheckResult(exercise, False, f"your code raised {type(cause).__name__}: {cause}",
