@@ -31,6 +31,7 @@ from pathlib import Path
 ALGORITHMS: dict[str, str] = {
     "apex": "course_lib.apex",
     "dqn": "course_lib.dqn",
+    "sac": "course_lib.sac",
 }
 
 EXIT_REACHED, EXIT_BUDGET, EXIT_USAGE, EXIT_NO_RAY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -258,8 +259,11 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
+    from course_lib.envs import NonFiniteError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
+    except NonFiniteError as err:                 # the env went bad mid-run: one line too
+        raise UsageError(f"{err}; results so far in {run.path}") from None
     except KeyboardInterrupt:
         print(f"interrupted; results so far in {run.path}", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -38,7 +38,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.config import Config
-from course_lib.nets import get_weights, mlp
+from course_lib.envs import evaluate_policy, make_env
+from course_lib.nets import get_weights, mlp, to_cpu
 from course_lib.replay import (
     NStepBuffer,
     PrioritizedReplayBuffer,
@@ -109,16 +110,6 @@ class DuelingQNet(nn.Module):
         h = self.trunk(obs)
         adv = self.advantage(h)
         return self.value(h) + adv - adv.mean(dim=-1, keepdim=True)
-
-
-def make_env(env_id: str, **kwargs) -> gym.Env:
-    """`gym.make(env_id)`, with observations flattened to 1-D float vectors when they are not
-    (a Discrete observation becomes a one-hot vector), so one MLP fits every env."""
-    env = gym.make(env_id, **kwargs)
-    space = env.observation_space
-    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
-        env = gym.wrappers.FlattenObservation(env)
-    return env
 
 
 def require_discrete(env: gym.Env, algo: str = "DQN") -> None:
@@ -312,7 +303,7 @@ class DQNLearner:
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, optimiser and update count, on the CPU (a checkpoint loads anywhere)."""
-        return _to_cpu({"online": self.online.state_dict(), "target": self.target.state_dict(),
+        return to_cpu({"online": self.online.state_dict(), "target": self.target.state_dict(),
                         "optimizer": self.optimizer.state_dict(), "updates": self.updates})
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -320,18 +311,6 @@ class DQNLearner:
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
-
-
-def _to_cpu(value):
-    """A snapshot of nested dicts/lists with every tensor copied to the CPU (a plain
-    state_dict shares memory with the live model, and would change as training goes on)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().clone()
-    if isinstance(value, dict):
-        return {k: _to_cpu(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_to_cpu(v) for v in value)
-    return value
 
 
 def make_learner(cfg, obs_dim: int, n_actions: int, device=None) -> DQNLearner:
@@ -352,26 +331,15 @@ def updates_due(inserted: int, replay_ratio: float, batch_size: int) -> int:
 @torch.no_grad()
 def evaluate_greedy(q_net: nn.Module, env_id: str, episodes: int = 10,
                     seed: int = 10_000) -> np.ndarray:
-    """Undiscounted returns (episodes,) of argmax_a Q(s, a), all episodes run side by side.
-
-    Episode i starts from `reset(seed=seed + i)`; one batched forward pass per time step
-    serves every episode still running, which is several times faster than one at a time.
-    """
-    envs = [make_env(env_id) for _ in range(episodes)]
-    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
-    returns = np.zeros(episodes)
-    running = np.ones(episodes, dtype=bool)
+    """Undiscounted returns (episodes,) of argmax_a Q(s, a), all episodes run side by side
+    (`envs.evaluate_policy`: one batched forward pass per time step; episode i starts from
+    `reset(seed=seed + i)`)."""
     device = device_of(q_net)
-    while running.any():
-        idx = np.flatnonzero(running)
-        actions = q_net(torch.as_tensor(obs[idx], device=device)).argmax(dim=1).cpu().numpy()
-        for j, action in zip(idx, actions, strict=True):
-            obs[j], reward, terminated, truncated, _ = envs[j].step(int(action))
-            returns[j] += reward
-            running[j] = not (terminated or truncated)
-    for env in envs:
-        env.close()
-    return returns
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        return q_net(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
+
+    return evaluate_policy(act, env_id, episodes, seed)
 
 
 def greedy_policy(checkpoint: dict) -> Callable[[np.ndarray], int]:

@@ -46,3 +46,15 @@ def set_weights(module: nn.Module, weights: dict[str, np.ndarray]) -> None:
     the module never points into shared memory. Missing or unexpected names raise (strict).
     """
     module.load_state_dict({name: torch.tensor(value) for name, value in weights.items()})
+
+
+def to_cpu(value):
+    """A snapshot of nested dicts/lists with every tensor copied to the CPU (a plain
+    state_dict shares memory with the live model, and would change as training goes on)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, dict):
+        return {k: to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(to_cpu(v) for v in value)
+    return value

@@ -542,15 +542,26 @@ class ReplayServer:
     Ray can be read-only views of Ray's buffers: copy one before changing it in place.
     """
 
-    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None):
-        self.buffer = PrioritizedReplayBuffer(capacity, spec, alpha=alpha, eps=eps, seed=seed)
+    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None,
+                 prioritized: bool = True):
+        self.prioritized = prioritized            # False: a uniform ReplayBuffer (SAC)
+        self.buffer = (PrioritizedReplayBuffer(capacity, spec, alpha=alpha, eps=eps, seed=seed)
+                       if prioritized else ReplayBuffer(capacity, spec, seed=seed))
         self.sampled = 0
 
     def add(self, batch, priorities=None) -> None:
-        self.buffer.add(batch, priorities)
+        if self.prioritized:
+            self.buffer.add(batch, priorities)
+        elif priorities is not None:
+            raise ValueError("this replay server samples uniformly: add batches without "
+                             "priorities")
+        else:
+            self.buffer.add(batch)
 
     def sample(self, batch_size: int, beta: float = 0.4) -> dict[str, np.ndarray]:
-        batch = self.buffer.sample(batch_size, beta)
+        """A batch; prioritized: with "indices" and importance "weights" (exponent beta)."""
+        batch = (self.buffer.sample(batch_size, beta) if self.prioritized
+                 else self.buffer.sample(batch_size))
         self.sampled += batch_size
         return batch
 

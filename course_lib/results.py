@@ -166,7 +166,7 @@ def _progress_callback(progress, config, algo: str):
         metrics = {"eval": row["eval_return"], "train": row["train_return"],
                    "updates": row["learner_updates"]}
         for key, label in (("updates_per_s", "updates/s"), ("env_steps_per_s", "steps/s"),
-                           ("replay_size", "replay")):
+                           ("replay_size", "replay"), ("alpha", "entropy coef")):
             if key in row:
                 metrics[label] = row[key]
         progress.update(row["env_steps"], **metrics)

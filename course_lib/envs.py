@@ -1,0 +1,70 @@
+"""Environments, as every algorithm of the workbook makes, checks and scores them.
+
+- `make_env`: `gym.make` with observations flattened to 1-D vectors, so one MLP fits any env.
+- `check_finite`: an observation or an action with NaN or inf stops the run with one line
+  that names the env and the step (`NonFiniteError`), instead of poisoning the networks.
+- `evaluate_policy`: undiscounted returns of a deterministic policy, all episodes side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+
+class NonFiniteError(ValueError):
+    """An environment returned (or was about to be given) a value with NaN or inf in it."""
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """`gym.make(env_id)`, with observations flattened to 1-D float vectors when they are not
+    (a Discrete observation becomes a one-hot vector), so one MLP fits every env."""
+    env = gym.make(env_id, **kwargs)
+    space = env.observation_space
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+        env = gym.wrappers.FlattenObservation(env)
+    return env
+
+
+def check_finite(value, what: str, env_id: str, step: int) -> None:
+    """NonFiniteError naming `env_id` and `step` if `value` holds a NaN or an infinity.
+
+    >>> check_finite(np.array([0.0, np.nan]), "observation", "Bad-v0", 12)
+    Traceback (most recent call last):
+    ...
+    course_lib.envs.NonFiniteError: Bad-v0 gave a non-finite observation at env step 12: [0. nan]
+    """
+    array = np.asarray(value, dtype=np.float64)
+    if not np.isfinite(array).all():
+        verb = "was given" if what == "action" else "gave"
+        raise NonFiniteError(f"{env_id} {verb} a non-finite {what} at env step {step}: "
+                             f"{np.array2string(array, precision=3, threshold=8)}")
+
+
+def evaluate_policy(act: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: int = 10,
+                    seed: int = 10_000) -> np.ndarray:
+    """Undiscounted returns (episodes,) of `act`, all episodes run side by side.
+
+    `act` maps a batch of observations (B, obs_dim) float32 to a batch of actions (B, ...);
+    one call per time step serves every episode still running, which is several times faster
+    than one episode at a time. Episode i starts from `reset(seed=seed + i)`.
+    """
+    envs = [make_env(env_id) for _ in range(episodes)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+    returns = np.zeros(episodes)
+    running = np.ones(episodes, dtype=bool)
+    t = 0
+    while running.any():
+        idx = np.flatnonzero(running)
+        actions = act(obs[idx])
+        for j, action in zip(idx, actions, strict=True):
+            obs[j], reward, terminated, truncated, _ = envs[j].step(action)
+            check_finite(obs[j], "observation", env_id, t)
+            returns[j] += reward
+            running[j] = not (terminated or truncated)
+        t += 1
+    for env in envs:
+        env.close()
+    return returns
