@@ -78,3 +78,33 @@ def plot_scaling(workers: Sequence[int], rates: Sequence[float], *, ylabel: str 
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     return ax
+
+
+def plot_pendulum_frames(observations: Sequence[Sequence[float]],
+                         actions: Sequence[float] | None = None, *, frames: int = 8,
+                         max_torque: float = 2.0, title: str = "", ax=None):
+    """A strip of Pendulum-v1 frames drawn from the observations (cos θ, sin θ, θ'), no pygame.
+
+    `frames` evenly spaced steps of the episode, side by side: the rod from the pivot to the
+    bob (θ = 0 is upright, as in gymnasium's own rendering), and the torque of that step as a
+    bar under the pivot (its length is torque / max_torque).
+    """
+    obs = np.asarray(observations, dtype=float)
+    steps = np.linspace(0, len(obs) - 1, frames).round().astype(int)
+    ax = _axes(ax, figsize=(1.4 * frames, 2.2))
+    for k, t in enumerate(steps):
+        cx = 2.6 * k
+        cos_t, sin_t = obs[t, 0], obs[t, 1]
+        x, y = cx - sin_t, cos_t                        # gymnasium draws the rod at θ + π/2
+        ax.plot([cx, x], [0, y], color="tab:red", linewidth=4, solid_capstyle="round")
+        ax.plot([cx], [0], marker="o", color="black", markersize=4)
+        if actions is not None:
+            torque = float(np.asarray(actions[t]).ravel()[0]) / max_torque
+            ax.plot([cx, cx + torque], [-1.25, -1.25], color="tab:blue", linewidth=3)
+        ax.text(cx, 1.25, f"t={t}", ha="center", fontsize="small")
+    ax.set_xlim(-1.3, 2.6 * (frames - 1) + 1.3)
+    ax.set_ylim(-1.45, 1.45)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title)
+    return ax
