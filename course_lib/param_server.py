@@ -241,3 +241,18 @@ def pull_weights(ps, name: str, known_version: int = -1) -> tuple[int, Weights |
     `known_version` is current. The returned arrays are read-only views of shared memory."""
     version, ref = get_result(ps.pull.remote(name, known_version))
     return version, (None if ref is None else ray.get(ref))
+
+
+def pull_into(ps, name: str, module, known_version: int = -1) -> int:
+    """Load the newest weights of `name` into the torch `module` if they are newer than
+    `known_version`; returns the version `module` now has (unchanged when nothing was pushed
+    under `name` yet, as for a worker that starts before the learner's first push)."""
+    from course_lib.nets import set_weights
+
+    try:
+        version, weights = pull_weights(ps, name, known_version)
+    except UnknownNameError:
+        return known_version
+    if weights is not None:
+        set_weights(module, weights)
+    return version

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -48,12 +47,13 @@ from torch import nn
 
 from course_lib.config import Config
 from course_lib.dqn import batch_to_tensors, default_device, device_of
+from course_lib.driver import Driver, mean_or_nan, share_cpus, train_with
 from course_lib.envs import check_finite, evaluate_policy, make_env
-from course_lib.nets import get_weights, mlp, set_weights, to_cpu
-from course_lib.param_server import ParameterServer, UnknownNameError, get_result, pull_weights
+from course_lib.nets import get_weights, mlp, to_cpu
+from course_lib.param_server import ParameterServer, get_result, pull_into
 from course_lib.ray_setup import init_ray
 from course_lib.replay import ReplayActor, stack_transitions, transition_spec
-from course_lib.results import Algorithm, load_checkpoint, run_training
+from course_lib.results import Algorithm
 
 
 @dataclass
@@ -371,18 +371,6 @@ def env_dims(env: gym.Env) -> tuple[int, int]:
 WEIGHTS = "policy"   # the name the learner publishes the actor's weights under
 
 
-def pull_policy(params, actor: nn.Module, version: int) -> int:
-    """Load the newest published policy into `actor` if it is newer than `version`; returns
-    the version `actor` now has (unchanged if nothing was published yet)."""
-    try:
-        newest, weights = pull_weights(params, WEIGHTS, version)
-    except UnknownNameError:
-        return version
-    if weights is not None:
-        set_weights(actor, weights)
-    return newest
-
-
 @ray.remote
 class RolloutWorker:
     """One env and a copy of the policy; plays and feeds the replay actor.
@@ -406,7 +394,7 @@ class RolloutWorker:
         self.random_steps, self.steps = random_steps, 0
         self.obs, _ = self.env.reset(seed=seed)
         self.episode_return, self.outbox = 0.0, []
-        self.version, self.since_pull = pull_policy(params, self.actor, -1), 0
+        self.version, self.since_pull = pull_into(params, WEIGHTS, self.actor), 0
 
     def run(self, num_steps: int) -> dict[str, Any]:
         cfg, env_id = self.cfg, self.cfg.env_id
@@ -435,7 +423,7 @@ class RolloutWorker:
             if len(self.outbox) >= cfg.send_every:
                 sent += self.send()
             if terminated or truncated or self.since_pull >= cfg.pull_every:
-                self.version = pull_policy(self.params, self.actor, self.version)
+                self.version = pull_into(self.params, WEIGHTS, self.actor, self.version)
                 self.since_pull = 0
         if self.outbox:
             sent += self.send()
@@ -527,7 +515,7 @@ class Tester:
         self.version, self.results = -1, []
 
     def evaluate(self, env_steps: int) -> dict[str, Any]:
-        self.version = pull_policy(self.params, self.actor, self.version)
+        self.version = pull_into(self.params, WEIGHTS, self.actor, self.version)
         returns = deterministic_returns(self.actor, self.cfg.env_id, self.cfg.eval_episodes)
         result = {"env_steps": env_steps, "version": self.version,
                   "eval_return": float(returns.mean()), "eval_std": float(returns.std())}
@@ -550,18 +538,15 @@ def actor_resources(cfg: SACConfig, cluster: dict) -> dict[str, float]:
     parameter server takes none. Logical CPUs only decide placement: the operating system
     shares the real cores between all actors.
     """
-    small, total = 0.1, cluster.get("CPU", 1)
-    free = total - cfg.learner_cpus - 2 * small
-    if free <= 0:
-        raise ValueError(f"the Ray cluster has {total:g} CPUs: too few for the learner "
-                         f"({cfg.learner_cpus:g}) and the replay and tester actors")
-    worker = math.floor(min(cfg.worker_cpus, free / cfg.num_workers) * 1000) / 1000
+    small, worker = share_cpus(cluster.get("CPU", 1), cfg.learner_cpus, cfg.num_workers,
+                               cfg.worker_cpus)
     return {"learner": cfg.learner_cpus, "learner_gpus": 1 if cluster.get("GPU", 0) >= 1 else 0,
             "replay": small, "tester": small, "worker": worker}
 
 
-class SACTrainer:
-    """The parallel-SAC driver: starts the actors, hands out work, one row per iteration.
+class SACTrainer(Driver):
+    """The parallel-SAC driver: starts the actors, hands out work, one row per iteration
+    (the loop itself is `driver.Driver`'s).
 
     Work goes out in chunks (a worker: `worker_chunk` env steps; the learner: `learner_chunk`
     updates) and `ray.wait` takes whichever finishes first. The learner is given exactly the
@@ -621,9 +606,6 @@ class SACTrainer:
 
     # -- handing out work ---------------------------------------------------------------
 
-    def _running(self, role: str, index: int = 0) -> int:
-        return sum(1 for r, i in self.tasks.values() if (r, i) == (role, index))
-
     def _schedule(self) -> None:
         cfg, c = self.cfg, self.counters
         ready = self.stored_now >= max(cfg.learning_starts, cfg.batch_size * cfg.sample_batches)
@@ -655,7 +637,7 @@ class SACTrainer:
             self.device = out.pop("device")
             self._learn_infos.append(out)
         else:
-            return out
+            return out                            # the tester's result
         return None
 
     # -- one iteration ------------------------------------------------------------------
@@ -663,28 +645,18 @@ class SACTrainer:
     def step(self) -> dict[str, Any]:
         """Train for `eval_every_s` seconds while the tester scores the newest weights."""
         cfg, c = self.cfg, self.counters
-        t0 = time.perf_counter()
         steps0, updates0 = c["env_steps"], c["learner_updates"]
         self._returns, self._learn_infos = [], []
-        self.tasks[self.tester.evaluate.remote(c["env_steps"])] = ("test", 0)
-        test = None
-        while test is None or time.perf_counter() - t0 < cfg.eval_every_s:
-            self._schedule()
-            left = max(0.0, cfg.eval_every_s - (time.perf_counter() - t0))
-            done, _ = ray.wait(list(self.tasks), num_returns=1,
-                               timeout=None if test is None else left)
-            for ref in done:
-                test = self._book(ref) or test
-        elapsed = time.perf_counter() - t0
+        test, elapsed = self._train_for(cfg.eval_every_s,
+                                        self.tester.evaluate.remote(c["env_steps"]))
         c["iteration"] += 1
         c["time_s"] = time.perf_counter() - self.start
-        learn = {key: float(np.mean([i[key] for i in self._learn_infos]))
-                 if self._learn_infos else math.nan
+        learn = {key: mean_or_nan([i[key] for i in self._learn_infos])
                  for key in ("critic_loss", "actor_loss", "alpha", "entropy", "q_mean")}
         return {
             "iteration": c["iteration"], "time_s": c["time_s"], "env_steps": c["env_steps"],
             "learner_updates": c["learner_updates"], "eval_return": test["eval_return"],
-            "train_return": _mean(self._returns), "episodes": c["episodes"], **learn,
+            "train_return": mean_or_nan(self._returns), "episodes": c["episodes"], **learn,
             "utd": c["learner_updates"] / max(1, c["inserted"] - cfg.learning_starts),
             "replay_size": min(self.stored_now, cfg.buffer_size),
             "env_steps_per_s": (c["env_steps"] - steps0) / elapsed,
@@ -697,46 +669,25 @@ class SACTrainer:
     def state(self) -> dict[str, Any]:
         """A checkpoint; first waits for the learner's queued updates (state = counters)."""
         self._learn_infos = []
-        for ref, (role, _) in list(self.tasks.items()):
-            if role == "learn":
-                ray.wait([ref])
-                self._book(ref)
+        self._drain("learn")
         self.updates_submitted = self.counters["learner_updates"]
         return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
                 "iteration": self.counters["iteration"], "counters": dict(self.counters),
                 "learner": ray.get(self.learner.state_dict.remote())}
-
-    def get_weights(self) -> dict[str, np.ndarray]:
-        return ray.get(self.learner.get_weights.remote())
 
     def extras(self) -> dict[str, Any]:
         return {"worker_returns": self.worker_returns, "tester_log":
                 ray.get(self.tester.log.remote()), "learner_device": self.device,
                 "resources": self.resources}
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Let the calls under way finish, then kill the actors."""
-        if self.tasks:
-            ray.wait(list(self.tasks), num_returns=len(self.tasks), timeout=timeout_s)
-        for actor in [*self.workers, self.tester, self.learner, self.replay, self.params]:
-            ray.kill(actor)
-        self.tasks.clear()
-
-
-def _mean(values) -> float:
-    return float(np.mean(values)) if len(values) else math.nan
+    def _actors(self) -> list:
+        return [*self.workers, self.tester, self.learner, self.replay, self.params]
 
 
 def train_sac(config: SACConfig, progress=None, run=None, restore: dict | str | None = None):
-    """Train parallel SAC until a stop criterion of `config` holds; a `results.TrainResult`.
-
-    `progress`: True for a live display (notebook) or bar (terminal), or a callable given each
-    row. `run`: a `results.Run` that logs rows and writes checkpoints. `restore`: a checkpoint
-    (path or loaded dict) to continue from. Starts Ray (`init_ray`) if it is not running.
-    """
-    if isinstance(restore, str | os.PathLike):
-        restore = load_checkpoint(restore, algo="sac", env_id=config.env_id)
-    return run_training(SACTrainer(config, restore), config, progress=progress, run=run)
+    """Train parallel SAC until a stop criterion of `config` holds; a `results.TrainResult`
+    (see `driver.train_with` for progress, run and restore). Starts Ray if it is not running."""
+    return train_with(SACTrainer, config, progress=progress, run=run, restore=restore)
 
 
 def deterministic_policy(checkpoint: dict):
