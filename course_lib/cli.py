@@ -3,13 +3,16 @@
     python -m course_lib train --algo apex --env CartPole-v1 --num-workers 4 \\
         --stop '{"eval_return": 475, "time_s": 600}' --config '{"lr": 0.0005}' \\
         --checkpoint-freq 10 --checkpoint-at-end --keep-checkpoints 3 --results-dir results
+    python -m course_lib train --algo sac --env Pendulum-v1 --num-workers 2 \\
+        --stop '{"eval_return": -200, "env_steps": 20000}' --checkpoint-at-end
     python -m course_lib train --restore results/apex_CartPole-v1_<time>   # newest checkpoint
     python -m course_lib evaluate CHECKPOINT --episodes 10 [--render --out episode.gif]
 
 A run writes `results/<algo>_<env>_<time>/` (see `course_lib.results`). Exit status: 0 when
 the goal (`eval_return`) was reached, or the budget used up when there was no goal; 1 when
-the budget ran out first; 2 for bad input, with one `error: ...` line on stderr; 3 when Ray
-does not start (one line too); 130 when interrupted.
+the budget ran out first; 2 for bad input (also an env that returns NaN or inf mid-run),
+with one `error: ...` line on stderr; 3 when Ray does not start (one line too); 130 when
+interrupted.
 
 Adding an algorithm: write a module with an `ALGORITHM = results.Algorithm(config class,
 train function, policy function, env check)` and name it in `ALGORITHMS` below. The module is

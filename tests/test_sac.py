@@ -173,6 +173,19 @@ def test_updates_due_and_resources():
         actor_resources(SACConfig(), {"CPU": 1.0})
 
 
+def test_uniform_replay_server_for_sac():
+    from course_lib.replay import ReplayServer, transition_spec
+
+    spec = transition_spec((3,), action_shape=(1,), action_dtype=np.float32)
+    server = ReplayServer(100, spec, seed=0, prioritized=False)
+    server.add(pendulum_batch(np.random.default_rng(0), 50))
+    batch = server.sample(16)
+    assert set(batch) == set(spec) and batch["action"].shape == (16, 1)   # no indices/weights
+    assert server.stats()["sampled"] == 16 and server.size() == 50
+    with pytest.raises(ValueError, match="samples uniformly"):
+        server.add(pendulum_batch(np.random.default_rng(1), 2), priorities=np.ones(2))
+
+
 # --- environments -------------------------------------------------------------------------------
 
 class NaNAfter(gym.Wrapper):
