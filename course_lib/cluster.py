@@ -163,14 +163,23 @@ def _quiet_autoscaler_logs():
     """Silence the launcher's chatter while validating: its cli_logger writes straight to
     stdout/stderr (docker file-mount notes that do not apply without docker) and its logger
     says 'setting max workers ...'. Errors still surface as exceptions."""
-    logger = logging.getLogger("ray.autoscaler")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
+    with (_loggers_at(logging.ERROR, "ray.autoscaler"),
+          contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO())):
+        yield
+
+
+@contextlib.contextmanager
+def _loggers_at(level: int, *names: str):
+    """Raise these loggers to `level` for the duration (INFO chatter hidden, errors kept)."""
+    loggers = [logging.getLogger(name) for name in names]
+    before = [logger.level for logger in loggers]
+    for logger in loggers:
         logger.setLevel(level)
+    try:
+        yield
+    finally:
+        for logger, old in zip(loggers, before, strict=True):
+            logger.setLevel(old)
 
 
 def _explain_config_error(err: Exception) -> str:
@@ -752,10 +761,12 @@ def submit_job(entrypoint: list[str] | str, working_dir: str | os.PathLike | Non
     if env_vars:
         runtime_env["env_vars"] = {str(k): str(v) for k, v in env_vars.items()}
     client = _client(address, headers)
-    try:
-        return client.submit_job(entrypoint=command, runtime_env=runtime_env or None,
-                                 submission_id=submission_id,
-                                 entrypoint_num_cpus=entrypoint_num_cpus)
+    try:   # Ray logs every packaging step at INFO on stderr: keep its warnings only
+        with _loggers_at(logging.WARNING, "ray.dashboard.modules.dashboard_sdk",
+                         "ray._private.runtime_env.packaging"):
+            return client.submit_job(entrypoint=command, runtime_env=runtime_env or None,
+                                     submission_id=submission_id,
+                                     entrypoint_num_cpus=entrypoint_num_cpus)
     except Exception as err:
         raise _explain_job_error(err, address) from None
 
