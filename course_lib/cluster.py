@@ -761,9 +761,12 @@ def submit_job(entrypoint: list[str] | str, working_dir: str | os.PathLike | Non
     if env_vars:
         runtime_env["env_vars"] = {str(k): str(v) for k, v in env_vars.items()}
     client = _client(address, headers)
-    try:   # Ray logs every packaging step at INFO on stderr: keep its warnings only
-        with _loggers_at(logging.WARNING, "ray.dashboard.modules.dashboard_sdk",
-                         "ray._private.runtime_env.packaging"):
+    # Ray logs every packaging step at INFO on stderr (keep its warnings), and warns that .git
+    # is no longer shipped, which is what we want anyway
+    try:
+        with (_loggers_at(logging.WARNING, "ray.dashboard.modules.dashboard_sdk",
+                          "ray._private.runtime_env.packaging"),
+              _loggers_at(logging.ERROR, "ray._private.runtime_env.working_dir")):
             return client.submit_job(entrypoint=command, runtime_env=runtime_env or None,
                                      submission_id=submission_id,
                                      entrypoint_num_cpus=entrypoint_num_cpus)
