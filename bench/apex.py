@@ -101,7 +101,8 @@ def run(seeds=(0, 1, 2), quick: bool = False, log=print) -> dict:
             for variant in VARIANTS:
                 runs.append(run_once(variant, seed, quick))
                 r = runs[-1]
-                log(f"seed {seed} {variant:>7}: {'reached' if r['reached'] else 'MISSED '} "
+                verdict = "reached" if r["reached"] else "budget " if quick else "MISSED "
+                log(f"seed {seed} {variant:>7}: {verdict} "
                     f"at {r['env_steps']:>7,} env steps, {r['seconds']:6.1f} s, "
                     f"{r['learner_updates']:,} updates, eval {r['eval_return']:.1f}")
     finally:
