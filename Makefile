@@ -12,7 +12,11 @@ PIP_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 # Jupyter refuses to run as root unless told; containers often run as root.
 LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help install lab test unit nbval lint notebooks student clean
+# Offline install: make lab WHEELHOUSE=wheelhouse installs from that folder with no network.
+WHEELHOUSE ?=
+PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
+
+.PHONY: help install lab test unit nbval lint notebooks student slides wheelhouse chromium clean
 
 help:
 	@echo "make lab        set up (first time) and open the workshop in JupyterLab"
@@ -20,6 +24,9 @@ help:
 	@echo "make notebooks  re-execute every notebook in full mode, in place (refreshes outputs)"
 	@echo "make lint       ruff on the code and the notebooks"
 	@echo "make student    attendee notebooks (no solutions) in build/student"
+	@echo "make slides     instructor decks: build/slides/*.html (offline) and *.pdf"
+	@echo "make wheelhouse every wheel the workshop needs in wheelhouse/ (USB stick install)"
+	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required: run make PYTHON=python3.11 ...")'
@@ -33,7 +40,8 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/
 
 # The test command: quick mode, each pytest run with its own Ray temp dir (see conftest.py).
-test: $(STAMP)
+# The browser tests (decks, JupyterLab) need Chromium: `make chromium` installs it if missing.
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	COURSE_QUICK=1 $(BIN)/python -m pytest
 	COURSE_QUICK=1 $(BIN)/python -m pytest --nbval notebooks/
@@ -52,6 +60,35 @@ notebooks: $(STAMP)
 
 student: $(STAMP)
 	$(BIN)/python scripts/notebooks.py student --out build/student
+
+slides: $(STAMP) chromium
+	$(BIN)/python scripts/slides.py build --out build/slides
+
+# Debian/Ubuntu: apt-get install chromium, as root or through sudo, only when it is missing.
+# Elsewhere: install Chromium or Chrome yourself (CHROMIUM=/path if it is not on the PATH).
+chromium:
+	@if [ -n "$$CHROMIUM" ] || command -v chromium >/dev/null 2>&1 \
+	    || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then \
+	  true; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; \
+	else \
+	  echo "no Chromium and no apt-get: install Chromium or Chrome (browser tests skip without it)"; \
+	fi
+
+# Every wheel of the tested environment (exact versions: pip freeze of .venv), the build
+# backend, and the workshop itself, for `pip install --no-index --find-links wheelhouse`.
+# Wheels are per platform: build it on the OS/CPU the attendees use (torch: CPU build if
+# installed with TORCH_INDEX=https://download.pytorch.org/whl/cpu).
+wheelhouse: $(STAMP)
+	mkdir -p wheelhouse
+	$(BIN)/python -m pip freeze --exclude-editable > wheelhouse/requirements.txt
+	$(BIN)/python -m pip download $(PIP_ARGS) --dest wheelhouse -r wheelhouse/requirements.txt \
+	    "setuptools>=68" wheel pip
+	$(BIN)/python -m pip wheel --no-deps --wheel-dir wheelhouse .
+	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"
 
 clean:
 	rm -rf build .pytest_cache

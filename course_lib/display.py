@@ -5,19 +5,44 @@ Notebooks never paste copies of `course_lib` code (they drift); they show the so
 
 from __future__ import annotations
 
+import importlib
 import inspect
 
 
-def _unwrap(obj):
+def unwrap(obj):
     """The class or function behind a Ray actor class or remote function."""
     return getattr(obj, "__ray_actor_class__", None) or getattr(obj, "_function", None) or obj
+
+
+def find_object(name: str):
+    """The object a dotted name such as `course_lib.apex.Explorer.run` refers to, unwrapping
+    Ray actor classes and remote functions on the way (the slide decks name code this way).
+
+    Raises LookupError naming the part that does not exist."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name is not None and not module_name.startswith(err.name):
+                raise                       # the module exists but one of its imports does not
+            continue
+        for i, attr in enumerate(parts[cut:], start=cut):
+            try:
+                obj = getattr(unwrap(obj), attr)
+            except AttributeError:
+                raise LookupError(f"{name}: {'.'.join(parts[:i])} has no attribute {attr!r}") \
+                    from None
+        return unwrap(obj)
+    raise LookupError(f"{name}: no module {parts[0]!r}")
 
 
 class Source:
     """Source code that renders as a highlighted block in Jupyter and as plain text elsewhere."""
 
     def __init__(self, *objects):
-        self.text = "\n\n".join(inspect.getsource(_unwrap(obj)).rstrip() for obj in objects)
+        self.text = "\n\n".join(inspect.getsource(unwrap(obj)).rstrip() for obj in objects)
 
     def __repr__(self) -> str:
         return self.text
