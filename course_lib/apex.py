@@ -31,7 +31,6 @@ the replay buffer refills.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 import uuid
@@ -56,11 +55,11 @@ from course_lib.dqn import (
     td_errors,
     updates_due,
 )
-from course_lib.nets import set_weights
-from course_lib.param_server import ParameterServer, UnknownNameError, pull_weights
+from course_lib.driver import Driver, mean_or_nan, share_cpus, train_with
+from course_lib.param_server import ParameterServer, pull_into
 from course_lib.ray_setup import init_ray
 from course_lib.replay import NStepBuffer, ReplayActor, stack_transitions, transition_spec
-from course_lib.results import Algorithm, load_checkpoint, run_training
+from course_lib.results import Algorithm
 
 
 @dataclass
@@ -120,13 +119,7 @@ WEIGHTS = "q"   # the name the learner publishes its online network under
 def pull_newer(params, net: torch.nn.Module, version: int) -> int:
     """Load the parameter server's newest weights into `net` if they are newer than
     `version`; returns the version `net` now has (unchanged if nothing was published yet)."""
-    try:
-        newest, weights = pull_weights(params, WEIGHTS, version)
-    except UnknownNameError:          # an actor that starts before the learner's first push
-        return version
-    if weights is not None:
-        set_weights(net, weights)
-    return newest
+    return pull_into(params, WEIGHTS, net, version)
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1)
@@ -320,17 +313,13 @@ def actor_cpus(cfg: ApexConfig, total_cpus: float) -> dict[str, float]:
     Logical CPUs only decide where actors may run; the operating system shares the real cores
     between all of them, so fractions are how a learner, a replay actor and several explorers
     fit on a 2-core laptop."""
-    small = 0.1                                   # replay actor, evaluator
-    free = total_cpus - cfg.learner_cpus - 2 * small
-    if free <= 0:
-        raise ValueError(f"the Ray cluster has {total_cpus:g} CPUs: too few for the learner "
-                         f"({cfg.learner_cpus:g}) and the replay and evaluator actors")
-    explorer = min(cfg.explorer_cpus, free / cfg.num_workers)
+    small, explorer = share_cpus(total_cpus, cfg.learner_cpus, cfg.num_workers,
+                                 cfg.explorer_cpus)
     return {"learner": cfg.learner_cpus, "replay": small, "evaluator": small,
-            "explorer": math.floor(explorer * 1000) / 1000}   # the parameter server: 0
+            "explorer": explorer}   # the parameter server: 0
 
 
-class ApexTrainer:
+class ApexTrainer(Driver):
     """The Ape-X driver: starts the actors, hands out work, records one row per iteration.
 
     The driver never waits on one actor: `ray.wait` returns whichever task finishes first
@@ -394,9 +383,6 @@ class ApexTrainer:
 
     # -- handing out work ---------------------------------------------------------------
 
-    def _busy(self, kind: str, index: int = 0) -> int:
-        return sum(1 for k, i in self.tasks.values() if k == kind and i == index)
-
     def _schedule(self) -> None:
         """Give the learner the updates the replay ratio allows; let explorers play unless
         the learner is behind."""
@@ -404,7 +390,7 @@ class ApexTrainer:
         ready = self.stored_now >= max(cfg.learning_starts, cfg.batch_size * cfg.sample_batches)
         due = updates_due(c["inserted"], cfg.replay_ratio, cfg.batch_size) if ready else 0
         # two learner tasks queued at most, so the learner never waits for the driver
-        while self._busy("learn") < 2 and self.updates_submitted < due:
+        while self._running("learn") < 2 and self.updates_submitted < due:
             n = min(cfg.learner_chunk, due - self.updates_submitted)
             self.tasks[self.learner.train.remote(n)] = ("learn", 0)
             self.updates_submitted += n
@@ -412,10 +398,10 @@ class ApexTrainer:
             return                                # the learner is behind: explorers wait
         now = time.perf_counter()
         for i, explorer in enumerate(self.explorers):
-            if not self._busy("explore", i) and now >= self.resend_at[i]:
+            if not self._running("explore", i) and now >= self.resend_at[i]:
                 self.tasks[explorer.run.remote(cfg.explorer_chunk)] = ("explore", i)
 
-    def _handle(self, ref: ray.ObjectRef) -> dict | None:
+    def _book(self, ref: ray.ObjectRef) -> dict | None:
         """Book a finished task; returns an evaluation's result."""
         kind, i = self.tasks.pop(ref)
         c = self.counters
@@ -447,28 +433,16 @@ class ApexTrainer:
     def step(self) -> dict[str, Any]:
         """Train for `eval_every_s` seconds with one greedy evaluation running alongside."""
         cfg, c = self.cfg, self.counters
-        t0 = time.perf_counter()
         steps0, updates0 = c["env_steps"], c["learner_updates"]
         self._new_returns, self._losses = [], []
-        self.tasks[self.evaluator.evaluate.remote()] = ("eval", 0)
-        evaluation = None
-        while evaluation is None or time.perf_counter() - t0 < cfg.eval_every_s:
-            self._schedule()
-            if not self.tasks:
-                break
-            timeout = max(0.0, cfg.eval_every_s - (time.perf_counter() - t0))
-            done, _ = ray.wait(list(self.tasks), num_returns=1,
-                               timeout=timeout if evaluation is not None else None)
-            for ref in done:
-                evaluation = self._handle(ref) or evaluation
-        elapsed = time.perf_counter() - t0
+        evaluation, elapsed = self._train_for(cfg.eval_every_s, self.evaluator.evaluate.remote())
         c["iteration"] += 1
         c["time_s"] = time.perf_counter() - self.start
         return {
             "iteration": c["iteration"], "time_s": c["time_s"], "env_steps": c["env_steps"],
             "learner_updates": c["learner_updates"], "eval_return": evaluation["eval_return"],
-            "train_return": _mean(self._new_returns), "episodes": c["episodes"],
-            "loss": _mean(self._losses),
+            "train_return": mean_or_nan(self._new_returns), "episodes": c["episodes"],
+            "loss": mean_or_nan(self._losses),
             "replay_ratio": c["learner_updates"] * cfg.batch_size / max(1, c["inserted"]),
             "replay_size": min(self.stored_now, cfg.buffer_size),
             "env_steps_per_s": (c["env_steps"] - steps0) / elapsed,
@@ -478,52 +452,26 @@ class ApexTrainer:
 
     # -- checkpoints and the end ---------------------------------------------------------
 
-    def _drain_learner(self) -> None:
-        """Wait for the learner's queued tasks, so its state matches the counters."""
-        for ref, (kind, _) in list(self.tasks.items()):
-            if kind == "learn":
-                ray.wait([ref])
-                self._handle(ref)
-        self.updates_submitted = self.counters["learner_updates"]
-
     def state(self) -> dict[str, Any]:
         self._losses = []
-        self._drain_learner()
+        self._drain("learn")
+        self.updates_submitted = self.counters["learner_updates"]
         return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
                 "iteration": self.counters["iteration"], "counters": dict(self.counters),
                 "learner": ray.get(self.learner.state_dict.remote())}
-
-    def get_weights(self) -> dict[str, np.ndarray]:
-        return ray.get(self.learner.get_weights.remote())
 
     def extras(self) -> dict[str, Any]:
         return {"explorer_returns": self.explorer_returns, "epsilons": self.epsilons,
                 "explorer_nodes": self.explorer_nodes}
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Let the calls under way finish (a second or so), then kill the actors. Killing an
-        explorer in the middle of a call would make Ray retry the call, and say so."""
-        if self.tasks:
-            ray.wait(list(self.tasks), num_returns=len(self.tasks), timeout=timeout_s)
-        for actor in [*self.explorers, self.evaluator, self.learner, self.replay, self.params]:
-            ray.kill(actor)
-        self.tasks.clear()
-
-
-def _mean(values) -> float:
-    return float(np.mean(values)) if len(values) else math.nan
+    def _actors(self) -> list:
+        return [*self.explorers, self.evaluator, self.learner, self.replay, self.params]
 
 
 def train_apex(config: ApexConfig, progress=None, run=None, restore: dict | str | None = None):
-    """Train Ape-X until a stop criterion of `config` holds; returns a `results.TrainResult`.
-
-    `progress`: True for a live display (notebook) or bar (terminal), or a callable given each
-    row. `run`: a `results.Run` that logs rows and writes checkpoints. `restore`: a checkpoint
-    (path or loaded dict) to continue from. Starts Ray (`init_ray`) if it is not running.
-    """
-    if isinstance(restore, str | os.PathLike):
-        restore = load_checkpoint(restore, algo="apex", env_id=config.env_id)
-    return run_training(ApexTrainer(config, restore), config, progress=progress, run=run)
+    """Train Ape-X until a stop criterion of `config` holds; a `results.TrainResult` (see
+    `driver.train_with` for progress, run and restore). Starts Ray if it is not running."""
+    return train_with(ApexTrainer, config, progress=progress, run=run, restore=restore)
 
 
 #: what `python -m course_lib train --algo apex` runs (see `course_lib.cli`)
