@@ -24,7 +24,7 @@ help:
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required: run make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test]"
+	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test,rllib]"
 	touch $(STAMP)
 
 install: $(STAMP)
