@@ -12,7 +12,7 @@ PIP_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 # Jupyter refuses to run as root unless told; containers often run as root.
 LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help install lab test unit nbval lint notebooks student clean
+.PHONY: help install lab test unit nbval lint notebooks student bench clean
 
 help:
 	@echo "make lab        set up (first time) and open the workshop in JupyterLab"
@@ -20,6 +20,7 @@ help:
 	@echo "make notebooks  re-execute every notebook in full mode, in place (refreshes outputs)"
 	@echo "make lint       ruff on the code and the notebooks"
 	@echo "make student    attendee notebooks (no solutions) in build/student"
+	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required: run make PYTHON=python3.11 ...")'
@@ -52,6 +53,11 @@ notebooks: $(STAMP)
 
 student: $(STAMP)
 	$(BIN)/python scripts/notebooks.py student --out build/student
+
+# Every benchmark against its reference, then bench/RESULTS.md and bench/figures/ (long: run it
+# on a quiet machine). QUICK=1 runs each benchmark's smoke version.
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py $(if $(QUICK),--quick,)
 
 clean:
 	rm -rf build .pytest_cache

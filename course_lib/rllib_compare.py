@@ -86,6 +86,7 @@ class RLlibConfig(Config):
     target_return: float | None = 475.0   # evaluation return that ends the run
     max_env_steps: int | None = 200_000
     max_time_s: float | None = 600.0
+    torch_threads: int = 1             # the driver's torch threads (1: no oversubscription)
     seed: int = 0
 
     @classmethod
@@ -206,6 +207,9 @@ class RLlibTrainer:
         self.cfg, self.iteration = cfg, 0
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self.checkpoints: list[Path] = []
+        import torch
+
+        torch.set_num_threads(cfg.torch_threads)  # the learner runs in this process
         config = rllib_config(cfg)
         self.batch_size = config.train_batch_size_per_learner
         self.started = time.perf_counter()    # the clock includes building the algorithm
