@@ -281,3 +281,49 @@ def restore_and_evaluate(checkpoint: str | Path) -> dict:
                 "episodes": int(metrics["num_episodes"]), "iteration": algo.iteration}
     finally:
         algo.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Side by side: time to the goal, one table
+# ---------------------------------------------------------------------------------------------
+
+def time_to_goal(history: list[dict], goal: float) -> tuple[float, int] | None:
+    """(seconds, env steps) of the first row whose eval_return reaches `goal`, else None."""
+    for row in history:
+        if not math.isnan(row["eval_return"]) and row["eval_return"] >= goal:
+            return row["time_s"], row["env_steps"]
+    return None
+
+
+def comparison_rows(runs: dict[str, TrainResult], goal: float) -> list[dict]:
+    """One row per run: reached or not, seconds and env steps to the goal (or spent)."""
+    rows = []
+    for label, result in runs.items():
+        hit, last = time_to_goal(result.history, goal), result.last
+        seconds, steps = hit if hit else (last["time_s"], last["env_steps"])
+        rows.append({"run": label, "reached": hit is not None, "seconds": float(seconds),
+                     "env_steps": int(steps), "best_eval": max(
+                         (r["eval_return"] for r in result.history
+                          if not math.isnan(r["eval_return"])), default=math.nan),
+                     "env_steps_per_s": last["env_steps"] / max(last["time_s"], 1e-9)})
+    return rows
+
+
+def time_ratio(ours: dict, theirs: dict) -> str:
+    """'0.31' when both reached the goal; '<= 0.31' when only ours did (theirs ran out of
+    budget, so their time to the goal is longer); 'n/a' when ours did not reach it."""
+    if not ours["reached"]:
+        return "n/a (ours missed the goal)"
+    ratio = ours["seconds"] / theirs["seconds"]
+    return f"{ratio:.2f}" if theirs["reached"] else f"<= {ratio:.2f} (RLlib missed the goal)"
+
+
+def format_rows(rows: list[dict], goal: float) -> str:
+    """A plain-text table of `comparison_rows`."""
+    lines = [f"{'run':<28}{'goal ' + format(goal, 'g'):>12}{'seconds':>10}{'env steps':>12}"
+             f"{'best eval':>11}{'steps/s':>9}"]
+    for r in rows:
+        lines.append(f"{r['run']:<28}{'reached' if r['reached'] else 'NOT reached':>12}"
+                     f"{r['seconds']:>10.1f}{r['env_steps']:>12,}{r['best_eval']:>11.1f}"
+                     f"{r['env_steps_per_s']:>9.0f}")
+    return "\n".join(lines)
