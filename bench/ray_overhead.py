@@ -18,17 +18,14 @@ notebooks 01, 04 and 05 (a Ray call costs ~1 ms, so send 50 transitions per call
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pickle
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import ray
+from benchlib import private_ray_tmp, write_json
 
 from course_lib import init_ray
 
@@ -94,19 +91,14 @@ def measure(calls: int, rounds: int) -> list[dict]:
 
 def run(quick: bool = False) -> dict:
     """The whole benchmark in a private Ray instance; returns {"config", "rows", "targets"}."""
-    own_tmp = "RAY_TMPDIR" not in os.environ
-    if own_tmp:                                   # never share /tmp/ray with another run
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="ray-bench-")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     calls, rounds = (200, 3) if quick else (2_000, 5)
     load_before = os.getloadavg()[0]
-    try:
-        init_ray(num_cpus=os.cpu_count())
-        rows = measure(calls, rounds)
-    finally:
-        ray.shutdown()
-        if own_tmp:
-            shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
+    with private_ray_tmp():
+        try:
+            init_ray(num_cpus=os.cpu_count())
+            rows = measure(calls, rounds)
+        finally:
+            ray.shutdown()
     return {"config": {"quick": quick, "calls": calls, "rounds": rounds,
                        "weights_kb": round(sum(a.nbytes for a in weights().values()) / 1024),
                        "ray": ray.__version__,
@@ -128,10 +120,7 @@ def main() -> None:
     args = parser.parse_args()
     result = run(quick=args.quick)
     print_summary(result)
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
+    write_json(result, args.json)
 
 
 if __name__ == "__main__":

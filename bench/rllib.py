@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
-import shutil
 import statistics
-import tempfile
-from pathlib import Path
 
 import ray
+from benchlib import private_ray_tmp, write_json
 
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, train_apex
@@ -117,30 +114,25 @@ def summarise(runs: list[dict], quick: bool) -> tuple[list[dict], dict]:
 def run(seeds=(0,), quick: bool = False, tasks=tuple(TASKS), log=print) -> dict:
     """The whole benchmark in a private Ray instance; returns {"config", "runs", "summary",
     "targets"}."""
-    own_tmp = "RAY_TMPDIR" not in os.environ
-    if own_tmp:                                   # never share /tmp/ray with another run
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="ray-bench-")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     load_before = os.getloadavg()[0]
     runs = []
-    try:
-        init_ray(num_cpus=os.cpu_count())
-        for task in tasks:
-            spec = TASKS[task]
-            contenders = [("ours", *spec["ours"]),
-                          ("rllib", f"RLlib {spec['rllib'].upper()}", spec["rllib"])]
-            for seed in seeds:
-                for side, name, kind in contenders:
-                    runs.append(run_once(side, name, kind, task, seed, quick))
-                    r = runs[-1]
-                    log(f"{task} seed {seed} {name}: "
-                        f"{'reached' if r['reached'] else 'NOT reached'} "
-                        f"({r['stopped_by']}) at {r['env_steps']:,} env steps, "
-                        f"{r['time_s']:.1f} s, eval {r['eval_return']:.1f}")
-    finally:
-        ray.shutdown()
-        if own_tmp:
-            shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
+    with private_ray_tmp():
+        try:
+            init_ray(num_cpus=os.cpu_count())
+            for task in tasks:
+                spec = TASKS[task]
+                contenders = [("ours", *spec["ours"]),
+                              ("rllib", f"RLlib {spec['rllib'].upper()}", spec["rllib"])]
+                for seed in seeds:
+                    for side, name, kind in contenders:
+                        runs.append(run_once(side, name, kind, task, seed, quick))
+                        r = runs[-1]
+                        log(f"{task} seed {seed} {name}: "
+                            f"{'reached' if r['reached'] else 'NOT reached'} "
+                            f"({r['stopped_by']}) at {r['env_steps']:,} env steps, "
+                            f"{r['time_s']:.1f} s, eval {r['eval_return']:.1f}")
+        finally:
+            ray.shutdown()
     rows, targets = summarise(runs, quick)
     return {"config": {"quick": quick, "seeds": list(seeds), "tasks": list(tasks),
                        "budgets": {t: budget(t, quick) for t in tasks},
@@ -173,10 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     result = run(args.seeds, quick=args.quick, tasks=tuple(args.tasks))
     print_summary(result)
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
+    write_json(result, args.json)
 
 
 if __name__ == "__main__":
