@@ -30,7 +30,8 @@ RESULTS = {
                      "ours_reached": "1/1", "ours_median_s": 90.0, "ours_median_env_steps": 2e4,
                      "rllib_name": "RLlib DQN", "rllib_reached": "0/1", "rllib_median_s": 900.0,
                      "rllib_median_env_steps": 8e4, "time_ratio": 0.1,
-                     "ratio_is_upper_bound": True}],
+                     "ratio_is_upper_bound": True,
+                     "ratio_text": "≤ 0.1 (RLlib missed the goal)"}],
         "targets": {"CartPole-v1 time ours/RLlib": {"value": 0.1, "target": 0.5, "met": True,
                                                     "note": "RLlib did not reach the goal"}}},
 }
@@ -52,6 +53,6 @@ def test_report_has_every_section_targets_and_figures(tmp_path):
 
 
 def test_quick_report_says_so(tmp_path):
-    text = run_all.write_report({"apex": RESULTS["apex"]}, quick=True,
+    text = run_all.write_report({"apex": RESULTS["apex"], "replay": RESULTS["replay"]}, quick=True,
                                 out=tmp_path / "R.md", info=INFO)
     assert text.count("QUICK SMOKE RUN") == 1 and "No targets checked" in text
