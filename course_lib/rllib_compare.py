@@ -24,6 +24,7 @@ RLlib is an optional extra: importing this module works without it, building a c
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -51,7 +52,9 @@ class RLlibMissingError(ImportError):
 
 
 def require_rllib():
-    """The `ray.rllib` module, or RLlibMissingError with the install command."""
+    """The `ray.rllib` module, or RLlibMissingError with the install command. Also quiets
+    RLlib's start-up warnings (e.g. "You are running DQN on the new API stack!")."""
+    logging.getLogger("ray.rllib").setLevel(logging.ERROR)
     try:
         import ray.rllib  # noqa: F401  (RLlib's own imports need pandas, dm_tree, ...)
         from ray.rllib.algorithms.algorithm import Algorithm  # noqa: F401
@@ -228,7 +231,7 @@ class RLlibTrainer:
         """`algo.save_to_path()` into checkpoints/checkpoint_<iteration>/."""
         if self.checkpoint_dir is None:
             return None
-        path = self.checkpoint_dir / f"checkpoint_{self.iteration:06d}"
+        path = (self.checkpoint_dir / f"checkpoint_{self.iteration:06d}").resolve()  # a URI
         self.algorithm.save_to_path(str(path))
         self.checkpoints.append(path)
         return path
