@@ -169,6 +169,14 @@ class Explorer:
         self.steps_since_pull = 0
         self.pull_weights()
 
+    def pid(self) -> int:
+        """This explorer's process id (a new one after a restart)."""
+        return os.getpid()
+
+    def node_id(self) -> str:
+        """The Ray node this explorer runs on (on a cluster: which machine)."""
+        return ray.get_runtime_context().get_node_id()
+
     def pull_weights(self) -> None:
         """Fetch the newest weights, if the learner published any since the last pull."""
         self.version = pull_newer(self.params, self.net, self.version)
@@ -335,6 +343,7 @@ class ApexTrainer:
     |                    | evaluation), returns a progress row                        |
     | `state()`          | a checkpoint (learner state, counters, config)             |
     | `explorers`        | the Explorer actor handles (kill one to watch it restart)  |
+    | `explorer_nodes`   | the Ray node id each explorer started on                   |
     | `explorer_returns` | per explorer: a list of (env_steps, episode return)        |
     | `close()`          | kill the actors (Ray itself keeps running)                 |
     """
@@ -367,14 +376,16 @@ class ApexTrainer:
         if restore is not None:
             self.counters.update(restore["counters"])
         restarted = self.counters["iteration"]    # new seeds after a resume
-        self.explorers = [
-            Explorer.options(num_cpus=cpus["explorer"]).remote(
+        self.explorers = [                        # SPREAD: across the nodes of a cluster
+            Explorer.options(num_cpus=cpus["explorer"], scheduling_strategy="SPREAD").remote(
                 i, cfg, eps, prefix, cfg.seed * 10_000 + 100 * restarted + i)
             for i, eps in enumerate(self.epsilons)]
         self.evaluator = Evaluator.options(num_cpus=cpus["evaluator"]).remote(
             cfg, obs_dim, n_actions, self.params)
         self.explorer_returns: list[list[tuple[int, float]]] = [[] for _ in self.explorers]
-        self.pids: list[int | None] = [None] * len(self.explorers)   # to notice restarts
+        # the process ids, to notice restarts (this also waits until every explorer is up)
+        self.pids: list[int] = ray.get([explorer.pid.remote() for explorer in self.explorers])
+        self.explorer_nodes = ray.get([explorer.node_id.remote() for explorer in self.explorers])
         self.resend_at = [0.0] * len(self.explorers)
         self.tasks: dict[ray.ObjectRef, tuple[str, int]] = {}  # in flight: (kind, explorer)
         self.updates_submitted = self.counters["learner_updates"]
@@ -414,7 +425,7 @@ class ApexTrainer:
             except ray.exceptions.RayActorError:    # Ray gave up on the call: send it again
                 self.resend_at[i] = time.perf_counter() + 1.0   # soon, not in a busy loop
                 return None
-            if self.pids[i] is not None and out["pid"] != self.pids[i]:
+            if out["pid"] != self.pids[i]:
                 c["explorer_restarts"] += 1         # a new process: Ray restarted it
             self.pids[i] = out["pid"]
             c["env_steps"] += out["env_steps"]
@@ -486,7 +497,8 @@ class ApexTrainer:
         return ray.get(self.learner.get_weights.remote())
 
     def extras(self) -> dict[str, Any]:
-        return {"explorer_returns": self.explorer_returns, "epsilons": self.epsilons}
+        return {"explorer_returns": self.explorer_returns, "epsilons": self.epsilons,
+                "explorer_nodes": self.explorer_nodes}
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Let the calls under way finish (a second or so), then kill the actors. Killing an

@@ -373,6 +373,9 @@ class DQNTrainer:
 
     def __init__(self, config: DQNConfig, restore: dict | None = None):
         cfg = self.cfg = config
+        # Tiny networks: one thread is fastest, and several threads spin-waiting on a busy
+        # laptop (Ray workers, Jupyter) made this loop several times slower.
+        torch.set_num_threads(1)
         torch.manual_seed(cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
         self.env = make_env(cfg.env_id)

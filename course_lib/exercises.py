@@ -309,6 +309,153 @@ def check_stratified_targets(stratified_targets) -> CheckResult:
     return _check("stratified_targets", "one uniform draw per segment.", body)
 
 
+# ---------------------------------------------------------------- notebook 05: Ape-X
+
+def check_dueling_q(dueling_q) -> CheckResult:
+    """dueling_q(value (B, 1), advantages (B, A)) = V + A - mean_a A: the dueling head."""
+    import torch
+
+    def body():
+        value = torch.tensor([[1.0], [-2.0]])
+        advantages = torch.tensor([[1.0, 2.0, 6.0], [0.0, 0.0, 3.0]])
+        expected = value + advantages - advantages.mean(dim=1, keepdim=True)
+        got = torch.as_tensor(dueling_q(value, advantages), dtype=torch.float32)
+        if got.shape != expected.shape:
+            raise _Failed(f"it returned shape {tuple(got.shape)}, "
+                          f"expected {tuple(expected.shape)}.",
+                          "V has shape (B, 1) and broadcasts over the A actions.")
+        if torch.allclose(got, value + advantages):
+            raise _Failed("it adds V and A but does not subtract the mean advantage.",
+                          "Without it V and A are not identifiable: subtract "
+                          "advantages.mean(dim=1, keepdim=True).")
+        if torch.allclose(got, value + advantages - advantages.max(dim=1, keepdim=True).values):
+            raise _Failed("it subtracts the max advantage; Ape-X (like Wang et al.) uses the mean.",
+                          "Use advantages.mean(dim=1, keepdim=True).")
+        if not torch.allclose(got, expected):
+            raise _Failed(f"it gave {got.tolist()}, expected {expected.tolist()}.",
+                          "Q = V + A - mean over actions of A, per row.")
+    return _check("dueling_q", "Q = V + A - mean A, row by row.", body)
+
+
+def check_explorer_epsilons(explorer_epsilons) -> CheckResult:
+    """explorer_epsilons(n, eps, alpha): Ape-X's eps_i = eps^(1 + alpha i / (n - 1)) for each i."""
+    import numpy as np
+
+    from course_lib.dqn import epsilon_for_explorer
+
+    def body():
+        for n in (1, 2, 4, 8):
+            expected = [epsilon_for_explorer(i, n, 0.4, 7.0) for i in range(n)]
+            got = np.asarray(explorer_epsilons(n, 0.4, 7.0), dtype=float)
+            if got.shape != (n,):
+                raise _Failed(f"for n={n} it returned {got.size} values, expected {n}.",
+                              "One epsilon per explorer, i = 0 .. n-1.")
+            if n == 1 and not np.isclose(got[0], 0.4):
+                raise _Failed(f"a single explorer got {got[0]:.4g}, expected eps = 0.4.",
+                              "With n = 1 the formula divides by zero: give the one explorer "
+                              "eps itself.")
+            if not np.allclose(got, expected):
+                raise _Failed(f"for n={n} it gave {np.round(got, 4).tolist()}, expected "
+                              f"{np.round(expected, 4).tolist()}.",
+                              "eps ** (1 + alpha * i / (n - 1)) for i in range(n).")
+    return _check("explorer_epsilons", "explorer 0 explores most, the last one least.", body)
+
+
+def check_updates_allowed(updates_allowed) -> CheckResult:
+    """updates_allowed(inserted, replay_ratio, batch_size): the replay-ratio throttle."""
+
+    def body():
+        cases = [(1_000, 8.0, 64, 125), (1_000, 16.0, 64, 250), (100, 1.0, 64, 1),
+                 (63, 1.0, 64, 0), (0, 8.0, 64, 0)]
+        for inserted, ratio, batch, expected in cases:
+            got = updates_allowed(inserted, ratio, batch)
+            if not isinstance(got, int):
+                raise _Failed(f"it returned {type(got).__name__} {got!r}, expected an int.",
+                              "A number of updates is a whole number: round down with int().")
+            if got != expected:
+                raise _Failed(f"for {inserted} inserted transitions, ratio {ratio:g} and batch "
+                              f"{batch} it allowed {got} updates, expected {expected}.",
+                              "updates * batch_size / inserted = replay_ratio, solved for "
+                              "updates and rounded down.")
+    return _check("updates_allowed", "updates * batch / inserted stays at the replay ratio.",
+                  body)
+
+
+# ---------------------------------------------------------------- notebook 08: the cluster
+
+def check_job_entrypoint(job_entrypoint) -> CheckResult:
+    """job_entrypoint(algo, env_id, num_workers, stop) -> the argv list of the training job."""
+    import json
+
+    from course_lib import cli
+
+    def body():
+        stop = {"eval_return": 475, "time_s": 600}
+        argv = job_entrypoint("apex", "CartPole-v1", 8, stop)
+        if isinstance(argv, str):
+            raise _Failed("it returned one string; Ray Jobs (and subprocess) want a list of "
+                          "arguments.",
+                          "Return a list: ['python', '-m', 'course_lib', 'train', ...]. A single "
+                          "string would need shell quoting around the JSON.")
+        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+            raise _Failed(f"it returned {argv!r}; expected a list of strings.",
+                          "Numbers too: str(num_workers).")
+        if argv[:4] != ["python", "-m", "course_lib", "train"]:
+            raise _Failed(f"it starts with {argv[:4]}, expected "
+                          "['python', '-m', 'course_lib', 'train'].",
+                          "The job runs the workshop's command line with the cluster's Python.")
+        try:
+            args = cli.build_parser().parse_args(argv[3:])
+        except (cli.UsageError, SystemExit) as err:
+            raise _Failed(f"the command line refuses it: {err}",
+                          "Options: --algo, --env, --num-workers, --stop.") from None
+        got = (args.algo, args.env, args.num_workers)
+        if got != ("apex", "CartPole-v1", 8):
+            raise _Failed(f"algo, env, workers parsed as {got}, expected "
+                          "('apex', 'CartPole-v1', 8).",
+                          "Pass each value after its option.")
+        if json.loads(args.stop) != stop:
+            raise _Failed(f"--stop parsed as {args.stop!r}.",
+                          "Write the dict as JSON with json.dumps(stop).")
+    return _check("job_entrypoint", "a list of arguments the command line accepts.", body)
+
+
+def check_make_safe(make_safe) -> CheckResult:
+    """make_safe(config) fixes what cluster.safety_problems flags, keeping the node types."""
+    import copy
+    from pathlib import Path
+
+    from course_lib import cluster
+
+    def body():
+        base = cluster.load_cluster_yaml(Path(__file__).parents[1] / "cluster" / "aws.yaml")
+        unsafe = copy.deepcopy(base)
+        unsafe["provider"]["cache_stopped_nodes"] = True
+        unsafe["provider"]["security_group"] = {"IpPermissions": [
+            {"FromPort": 22, "ToPort": 22, "IpProtocol": "tcp",
+             "IpRanges": [{"CidrIp": "0.0.0.0/0"}]},
+            {"FromPort": 8265, "ToPort": 8265, "IpProtocol": "tcp",
+             "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]}
+        fixed = make_safe(copy.deepcopy(unsafe))
+        if not isinstance(fixed, dict):
+            raise _Failed(f"it returned {type(fixed).__name__}, expected the config dict.",
+                          "Change the dict and return it.")
+        problems = cluster.safety_problems(fixed)
+        if problems:
+            raise _Failed(f"still unsafe: {problems[0]}",
+                          "Two fixes: provider.cache_stopped_nodes = False, and no rule that "
+                          "opens port 8265 to 0.0.0.0/0 (keep the SSH rule).")
+        if set(fixed.get("available_node_types", {})) != set(base["available_node_types"]):
+            raise _Failed("it changed the node types.", "Fix the provider section only.")
+        rules = (fixed["provider"].get("security_group") or {}).get("IpPermissions") or []
+        if not any(rule.get("FromPort") == 22 for rule in rules):
+            raise _Failed("it removed the SSH rule too: the launcher, `ray dashboard` and "
+                          "`ray rsync-down` all need SSH.",
+                          "Keep the rule for port 22; drop only the one for 8265.")
+    return _check("make_safe", "no stopped nodes left behind, dashboard closed to the internet.",
+                  body)
+
+
 # ---------------------------------------------------------------- notebook 06: parallel SAC
 
 def check_squashed_log_prob(squashed_log_prob) -> CheckResult:

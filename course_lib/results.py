@@ -6,6 +6,7 @@ A run folder, as RLlib lays it out::
         params.json                 the algorithm, env and full config of the run
         progress.csv                one row per iteration (iteration, time_s, env_steps, ...)
         result.json                 the same rows, one JSON object per line
+        extras.json                 the algorithm's own records (per-explorer returns, ...)
         events.out.tfevents.*       the same scalars for TensorBoard (x axis: env steps)
         checkpoints/checkpoint_000010/
             meta.json               algo, env_id, iteration, counters, config (readable)
@@ -140,6 +141,8 @@ def run_training(trainer, config, progress=None, run: Run | None = None) -> Trai
             show(row)
         weights = trainer.get_weights()
         extras = trainer.extras() if hasattr(trainer, "extras") else {}
+        if run is not None and extras:
+            run.save_extras(extras)
     finally:
         close_progress()
         trainer.close()
@@ -187,6 +190,7 @@ class Run:
     | `log(row)`                | a row to progress.csv, result.json and TensorBoard     |
     | `checkpoint_due(i)`       | whether iteration i should be checkpointed             |
     | `save_checkpoint(state)`  | checkpoints/checkpoint_<iteration>/, oldest pruned     |
+    | `save_extras(extras)`     | the algorithm's own records to extras.json             |
     """
 
     def __init__(self, path, checkpoint_freq: int = 0, checkpoint_at_end: bool = False,
@@ -244,6 +248,10 @@ class Run:
             for old in list_checkpoints(self.path)[:-self.keep_checkpoints]:
                 shutil.rmtree(old, ignore_errors=True)
         return folder
+
+    def save_extras(self, extras: dict) -> None:
+        """The algorithm's own records (e.g. per-explorer returns) as extras.json."""
+        (self.path / "extras.json").write_text(json.dumps(extras, default=str) + "\n")
 
     def close(self) -> None:
         self.events.close()

@@ -61,9 +61,9 @@ class SACConfig(Config):
     """Parallel SAC hyperparameters. Full mode: deterministic Pendulum-v1 return >= -200
     (mean of 10 episodes) within 20K env steps."""
 
-    QUICK: ClassVar[dict] = {"max_env_steps": 2_000, "max_time_s": 60.0, "target_return": None,
-                             "start_steps": 500, "learning_starts": 500, "eval_every_s": 2.0,
-                             "eval_episodes": 3}
+    QUICK: ClassVar[dict] = {"max_env_steps": 1_500, "max_time_s": 60.0, "target_return": None,
+                             "hidden": (64, 64), "start_steps": 400, "learning_starts": 400,
+                             "eval_every_s": 2.0, "eval_episodes": 3}
     env_id: str = "Pendulum-v1"       # any gymnasium env with a 1-D Box action space
     num_workers: int = 2              # rollout worker actors
     # -- the learner --

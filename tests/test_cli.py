@@ -349,6 +349,9 @@ def test_end_to_end_apex_run_in_quick_mode(tmp_path, capsys, ray_local):
     steps = [int(r["env_steps"]) for r in rows]
     assert steps == sorted(steps)
     assert list(run.glob("events.out.tfevents.*"))
+    extras = json.loads((run / "extras.json").read_text())
+    assert len(extras["explorer_returns"]) == len(extras["explorer_nodes"]) == 2
+    assert extras["explorer_nodes"] == [ray_local.get_runtime_context().get_node_id()] * 2
     checkpoints = results.list_checkpoints(run)
     assert 1 <= len(checkpoints) <= 2
     assert checkpoints[-1].name == f"checkpoint_{int(rows[-1]['iteration']):06d}"

@@ -295,6 +295,26 @@ def test_job_ships_working_dir_and_runs_on_both_nodes(two_nodes, tmp_path):
     assert all(t["shipped_junk"] == [] for t in result["tasks"])
 
 
+def test_apex_command_line_runs_as_a_job_with_explorers_on_both_nodes(two_nodes, tmp_path):
+    """The workshop's own command line, unchanged, as a Ray job on the 2-node cluster."""
+    results_dir = tmp_path / "results"
+    entrypoint = ["python", "-m", "course_lib", "train", "--algo", "apex", "--env",
+                  "CartPole-v1", "--num-workers", "2", "--quiet",
+                  "--stop", '{"eval_return": null, "env_steps": 2000}',
+                  "--checkpoint-at-end", "--results-dir", str(results_dir)]
+    job_id = two_nodes.submit_job(entrypoint, working_dir=ROOT, env_vars={"COURSE_QUICK": "1"})
+    lines = list(two_nodes.follow_logs(job_id, timeout_s=300))
+    assert two_nodes.wait_for_job(job_id, timeout_s=30) == "SUCCEEDED", lines[-20:]
+    assert any("apex CartPole-v1: finished the env_steps budget" in line for line in lines)
+    [run] = list(results_dir.glob("apex_CartPole-v1_*"))
+    extras = json.loads((run / "extras.json").read_text())
+    node_ids = {n["node_id"] for n in two_nodes.nodes()}
+    assert len(node_ids) == 2 and set(extras["explorer_nodes"]) == node_ids
+    rows = (run / "progress.csv").read_text().splitlines()
+    assert rows[0].startswith("iteration,time_s,env_steps") and len(rows) >= 2
+    assert list((run / "checkpoints").glob("checkpoint_*/state.pt"))
+
+
 def test_failing_entrypoint_raises_with_the_log_tail(two_nodes, tmp_path):
     work = tmp_path / "failing"
     work.mkdir()
@@ -358,3 +378,45 @@ def test_a_crashed_raylet_is_noticed_without_waiting_for_ray_start(tmp_path):
         "Timed out waiting for file .../dashboard_agent_listen_port_abc\n")
     local._nodes = [(None, tmp_path / "w1.log")]
     assert "Timed out waiting for file" in local._raylet_fatal_line()
+
+
+# --------------------------------------------------------------------------------------------
+# The AWS steps of notebook 08: shown, and run only when a cluster is named
+# --------------------------------------------------------------------------------------------
+
+def test_aws_cells_only_show_commands_without_a_cluster_name(monkeypatch, capsys):
+    monkeypatch.delenv(cl.AWS_CLUSTER_VAR, raising=False)
+    name = cl.aws_cluster_name()
+    assert name is None
+    job = ["python", "-m", "course_lib", "train", "--stop", '{"time_s": 60}']
+    assert cl.run_or_show(cl.aws_command("submit", name, job=job), name) is None
+    assert cl.open_tunnel(name) is None
+    out = capsys.readouterr().out
+    assert ("$ ray job submit --address http://127.0.0.1:8265 --working-dir . -- python -m "
+            "course_lib train --stop '{\"time_s\": 60}'") in out
+    assert out.count(f"set {cl.AWS_CLUSTER_VAR}=<name>") == 2
+
+
+def test_aws_commands_name_the_cluster_and_never_prompt():
+    for step in ("up", "dashboard", "fetch", "down"):
+        command = cl.aws_command(step, "rl-alice")
+        assert command[:2] == ["ray", step.replace("fetch", "rsync-down")]
+        assert command[command.index("--cluster-name") + 1] == "rl-alice"
+    assert "--yes" in cl.aws_command("up", "x") and "--yes" in cl.aws_command("down", "x")
+    with pytest.raises(ValueError, match="unknown step 'destroy'"):
+        cl.aws_command("destroy", "x")
+
+
+def test_a_named_cluster_runs_the_command(monkeypatch, capsys):
+    monkeypatch.setenv(cl.AWS_CLUSTER_VAR, "rl-alice")
+    name = cl.aws_cluster_name()
+    status = cl.run_or_show(["python", "-c", "import os; print(os.environ['RAY_AUTH_MODE'])"],
+                            name)
+    assert status == 0 and capsys.readouterr().out.rstrip().endswith("token")
+
+
+@pytest.mark.parametrize("bad", ["rl alice", "rl_alice;rm", "-rl", "x" * 41])
+def test_a_cluster_name_aws_would_refuse_is_one_clear_error(monkeypatch, bad):
+    monkeypatch.setenv(cl.AWS_CLUSTER_VAR, bad)
+    with pytest.raises(ValueError, match="letters, digits and dashes"):
+        cl.aws_cluster_name()

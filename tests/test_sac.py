@@ -266,6 +266,8 @@ def test_end_to_end_sac_through_the_command_line(tmp_path, capsys, ray_local):
     # the update-to-data ratio holds: never more updates than transitions past the start
     assert int(last["learner_updates"]) <= int(last["env_steps"]) - TINY["learning_starts"]
     [checkpoint] = results.list_checkpoints(run)
+    extras = json.loads((run / "extras.json").read_text())
+    assert extras["learner_device"] == "cpu" and len(extras["worker_returns"]) == 2
     meta = json.loads((checkpoint / "meta.json").read_text())
     assert meta["algo"] == "sac" and meta["config"]["hidden"] == [32, 32]
 

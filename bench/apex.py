@@ -1,0 +1,151 @@
+"""Benchmark Ape-X against the single-process DQN baseline: time and env steps to CartPole 475.
+
+    python bench/apex.py [--quick] [--seeds 0 1 2] [--json bench/results/apex.json]
+
+For each seed, three runs in one Ray instance, one after the other: single-process DQN (the
+reference, same learner code), Ape-X with 2 explorers, Ape-X with 4 explorers. Each stops at a
+greedy mean return >= 475 over 10 evaluation episodes, or at its budget (150K env steps or
+300 s). Reported per variant: median env steps and seconds to the goal over the seeds (a run
+that missed counts as its budget and is flagged), and the time ratio Ape-X / DQN.
+Seconds are wall-clock from the trainer's creation (actor start-up included, Ray start-up not).
+
+Targets (issue 5): Ape-X with 4 explorers reaches 475 within 100K env steps and 180 s (median).
+`--quick`: one seed, small budgets, no goal: checks that the script works, measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import ray
+
+from course_lib import init_ray
+from course_lib.apex import ApexConfig, train_apex
+from course_lib.dqn import DQNConfig, train_dqn
+
+GOAL = 475.0
+TARGETS = {"apex-4 median env steps": 100_000, "apex-4 median seconds": 180.0}
+VARIANTS = {  # name -> (train function, config class, overrides)
+    "dqn": (train_dqn, DQNConfig, {}),
+    "apex-2": (train_apex, ApexConfig, {"num_workers": 2}),
+    "apex-4": (train_apex, ApexConfig, {"num_workers": 4}),
+}
+
+
+def budget(quick: bool) -> dict:
+    if quick:
+        return {"target_return": None, "max_env_steps": 3_000, "max_time_s": 60.0}
+    return {"target_return": GOAL, "max_env_steps": 150_000, "max_time_s": 300.0}
+
+
+def run_once(variant: str, seed: int, quick: bool) -> dict:
+    """One training run; env steps and seconds at the stop, and whether the goal was met."""
+    train, config_cls, overrides = VARIANTS[variant]
+    cfg = config_cls.preset(quick=False).updated(
+        {**overrides, **budget(quick), "seed": seed, "eval_episodes": 10})
+    start = time.perf_counter()
+    result = train(cfg)
+    seconds = time.perf_counter() - start
+    last = result.last
+    return {"variant": variant, "seed": seed, "reached": result.stopped_by == "eval_return",
+            "env_steps": int(last["env_steps"]), "seconds": round(seconds, 1),
+            "learner_updates": int(last["learner_updates"]),
+            "eval_return": float(last["eval_return"])}
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """Per variant: medians over seeds, and the time ratio against the DQN reference."""
+    rows = []
+    for variant in VARIANTS:
+        mine = [r for r in runs if r["variant"] == variant]
+        rows.append({"variant": variant, "seeds": len(mine),
+                     "reached": sum(r["reached"] for r in mine),
+                     "median_env_steps": float(np.median([r["env_steps"] for r in mine])),
+                     "median_seconds": float(np.median([r["seconds"] for r in mine]))})
+    reference = rows[0]["median_seconds"]
+    for row in rows:
+        row["seconds_vs_dqn"] = round(row["median_seconds"] / reference, 2)
+    return rows
+
+
+def check_targets(rows: list[dict]) -> dict:
+    apex4 = next(r for r in rows if r["variant"] == "apex-4")
+    all_reached = apex4["reached"] == apex4["seeds"]
+    values = {"apex-4 median env steps": apex4["median_env_steps"],
+              "apex-4 median seconds": apex4["median_seconds"]}
+    return {name: {"value": value, "target": TARGETS[name],
+                   "met": bool(all_reached and value <= TARGETS[name])}
+            for name, value in values.items()}
+
+
+def run(seeds=(0, 1, 2), quick: bool = False, log=print) -> dict:
+    """The whole benchmark in a private Ray instance; returns the results (see main)."""
+    own_tmp = "RAY_TMPDIR" not in os.environ
+    if own_tmp:  # a private Ray temp dir: never share /tmp/ray with another run
+        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="ray-bench-")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    load_before = os.getloadavg()[0]
+    runs = []
+    try:
+        init_ray(num_cpus=os.cpu_count())
+        for seed in seeds:
+            for variant in VARIANTS:
+                runs.append(run_once(variant, seed, quick))
+                r = runs[-1]
+                verdict = "reached" if r["reached"] else "budget " if quick else "MISSED "
+                log(f"seed {seed} {variant:>7}: {verdict} "
+                    f"at {r['env_steps']:>7,} env steps, {r['seconds']:6.1f} s, "
+                    f"{r['learner_updates']:,} updates, eval {r['eval_return']:.1f}")
+    finally:
+        ray.shutdown()
+        if own_tmp:
+            shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
+    rows = summarise(runs)
+    return {"config": {"quick": quick, "seeds": list(seeds), "goal": GOAL, **budget(quick),
+                       "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, "
+                                  f"Python {platform.python_version()}",
+                       "ray": ray.__version__, "torch": importlib.metadata.version("torch"),
+                       "load_average_before_after": (load_before, os.getloadavg()[0])},
+            "runs": runs, "summary": rows,
+            "targets": {} if quick else check_targets(rows)}
+
+
+def print_summary(result: dict) -> None:
+    print(f"{'variant':<8}{'reached':>9}{'median env steps':>18}{'median s':>10}{'s vs DQN':>10}")
+    for row in result["summary"]:
+        print(f"{row['variant']:<8}{row['reached']:>5}/{row['seeds']:<3}"
+              f"{row['median_env_steps']:>18,.0f}{row['median_seconds']:>10.1f}"
+              f"{row['seconds_vs_dqn']:>10.2f}")
+    for name, check in result["targets"].items():
+        print(f"target {name}: {check['value']:,.1f} vs {check['target']:,}: "
+              + ("met" if check["met"] else "MISSED"))
+    load = result["config"]["load_average_before_after"]
+    print(f"1-minute load average before/after: {load[0]:.1f} / {load[1]:.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one seed, tiny budgets, no goal")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
+    parser.add_argument("--json", default="bench/results/apex.json", help="where to write")
+    args = parser.parse_args()
+    seeds = args.seeds or ((0,) if args.quick else (0, 1, 2))
+    result = run(seeds, quick=args.quick)
+    print_summary(result)
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
