@@ -16,7 +16,7 @@ LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WHEELHOUSE ?=
 PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: help install lab test unit nbval lint notebooks student slides wheelhouse chromium clean
+.PHONY: help install lab test unit nbval lint notebooks student slides wheelhouse chromium bench clean
 
 help:
 	@echo "make lab        set up (first time) and open the workshop in JupyterLab"
@@ -27,11 +27,12 @@ help:
 	@echo "make slides     instructor decks: build/slides/*.html (offline) and *.pdf"
 	@echo "make wheelhouse every wheel the workshop needs in wheelhouse/ (USB stick install)"
 	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests)"
+	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required: run make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test]"
+	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test,rllib]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -89,6 +90,11 @@ wheelhouse: $(STAMP)
 	    "setuptools>=68" wheel pip
 	$(BIN)/python -m pip wheel --no-deps --wheel-dir wheelhouse .
 	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"
+
+# Every benchmark against its reference, then bench/RESULTS.md and bench/figures/ (long: run it
+# on a quiet machine). QUICK=1 runs each benchmark's smoke version.
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py $(if $(QUICK),--quick,)
 
 clean:
 	rm -rf build .pytest_cache

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import shutil
 import tempfile
 import time
-from pathlib import Path
 
 import cpprb
 import numpy as np
 import ray
+from benchlib import write_json
 
 from course_lib import init_ray
 from course_lib.replay import PrioritizedReplayBuffer, ReplayActor, transition_spec
@@ -224,10 +223,7 @@ def main() -> None:
                          "cpprb": importlib.metadata.version("cpprb"), "ray": ray.__version__,
                          "load_average_before_after": load},
               "buffers": buffers, "ray_ingest": ingest, "targets": targets}
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
+    write_json(result, args.json)
 
 
 if __name__ == "__main__":

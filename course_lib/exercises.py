@@ -557,3 +557,44 @@ def check_polyak(polyak) -> CheckResult:
         if not torch.allclose(source.weight.detach(), torch.full_like(weight, 3.0)):
             raise _Failed("it changed the source network.", "Only write to the target.")
     return _check("polyak", "the target moves tau of the way towards the source.", body)
+
+
+# ---------------------------------------------------------------- notebook 07: RLlib side by side
+
+def check_eval_return(eval_return) -> CheckResult:
+    """eval_return(result): result["evaluation"]["env_runners"]["episode_return_mean"], NaN
+    when the iteration ran no evaluation or finished no episode."""
+    import math
+
+    def body():
+        full = {"env_runners": {"episode_return_mean": 20.0},
+                "evaluation": {"env_runners": {"episode_return_mean": 200.0}}}
+        got = eval_return(full)
+        if got != 200.0:
+            raise _Failed(f"it returned {got!r} for a result whose evaluation return is 200.",
+                          'Read result["evaluation"]["env_runners"]["episode_return_mean"]; '
+                          'result["env_runners"] holds the exploring (training) episodes.')
+        for missing in ({"env_runners": {}}, {"evaluation": {"env_runners": {}}}):
+            got = eval_return(missing)
+            if not (isinstance(got, float) and math.isnan(got)):
+                raise _Failed(f"it returned {got!r} for {missing}, expected nan.",
+                              "Use .get(...) with {} at each level and float('nan') at the end.")
+    return _check("eval_return", "the greedy evaluation return, NaN when there is none.", body)
+
+
+def check_time_to_goal(time_to_goal) -> CheckResult:
+    """time_to_goal(history, goal): (time_s, env_steps) of the first row reaching goal, else
+    None; a NaN return (no evaluation yet) never counts."""
+    nan = float("nan")
+
+    def body():
+        history = [{"time_s": 1.0, "env_steps": 100, "eval_return": nan},
+                   {"time_s": 2.0, "env_steps": 200, "eval_return": 480.0},
+                   {"time_s": 3.0, "env_steps": 300, "eval_return": 500.0}]
+        got = time_to_goal(history, 475.0)
+        if got is None or tuple(got) != (2.0, 200):
+            raise _Failed(f"it returned {got!r}, expected (2.0, 200): the first row at the goal.",
+                          "Loop over the rows in order and return at the first hit.")
+        if time_to_goal(history, 501.0) is not None:
+            raise _Failed("it found a goal that no row reaches.", "Return None after the loop.")
+    return _check("time_to_goal", "the first row at the goal, None when never reached.", body)

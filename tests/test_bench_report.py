@@ -1,0 +1,58 @@
+"""bench/run_all.py writes RESULTS.md and figures from canned benchmark JSON (no Ray, no runs)."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
+run_all = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_all)
+
+INFO = {"cpu": "Test CPU", "cpus": 2, "memory_gb": 24.0, "os": "Linux", "date": "2026-01-01 12:00",
+        "load_average": [0.5, 0.4, 0.3], "versions": {"python": "3.11.7", "ray": "2.60.0"}}
+LOAD = {"load_average_before_after": [0.3, 1.2]}
+RESULTS = {
+    "replay": {"config": LOAD, "buffers": [{"operation": "sample+update (512)", "ours_us": 460.0,
+                                            "cpprb_us": 820.0, "ours/cpprb": 0.56}],
+               "ray_ingest": {"explorers": 2, "batch": 50, "transitions_per_s": 68_000.0},
+               "targets": {"sample+update ours/cpprb": {"value": 0.56, "target": 1.0,
+                                                        "met": True}}},
+    "apex": {"missing": "bench/apex.py is not in this checkout"},
+    "sac": {"error": "exit code 1: boom"},
+    "ray_overhead": {"config": LOAD, "targets": {},
+                     "rows": [{"operation": "task, sync", "ray_us": 2_600.0, "ray_per_s": 385.0,
+                               "reference_us": 0.1, "ray/reference": 26_000.0}]},
+    "rllib": {"config": LOAD, "runs": [
+        {"task": "CartPole-v1", "side": side, "name": name, "seed": 0, "reached": side == "ours",
+         "curve": [[10.0, 1_000, 20.0], [50.0, 9_000, float("nan")], [90.0, 20_000, 480.0]]}
+        for side, name in (("ours", "course_lib Ape-X"), ("rllib", "RLlib DQN"))],
+        "summary": [{"task": "CartPole-v1", "goal": 475.0, "ours_name": "course_lib Ape-X",
+                     "ours_reached": "1/1", "ours_median_s": 90.0, "ours_median_env_steps": 2e4,
+                     "rllib_name": "RLlib DQN", "rllib_reached": "0/1", "rllib_median_s": 900.0,
+                     "rllib_median_env_steps": 8e4, "time_ratio": 0.1,
+                     "ratio_is_upper_bound": True,
+                     "ratio_text": "≤ 0.1 (RLlib missed the goal)"}],
+        "targets": {"CartPole-v1 time ours/RLlib": {"value": 0.1, "target": 0.5, "met": True,
+                                                    "note": "RLlib did not reach the goal"}}},
+}
+
+
+def test_report_has_every_section_targets_and_figures(tmp_path):
+    out = tmp_path / "RESULTS.md"
+    text = run_all.write_report(RESULTS, quick=False, out=out, info=INFO)
+    assert out.read_text() == text
+    assert "2 CPUs (Test CPU)" in text and "2026-01-01" in text and "ray 2.60.0" in text
+    assert "replay: sample+update ours/cpprb | 0.56 | 1.00 | met" in text
+    assert "Not run: bench/apex.py is not in this checkout." in text
+    assert "exit code 1: boom" in text
+    assert "≤ 0.1 (RLlib missed the goal)" in text
+    assert "load average before/after: 0.3 / 1.2" in text
+    assert (tmp_path / "figures" / "rllib_cartpole.png").stat().st_size > 1_000
+    assert (tmp_path / "figures" / "ray_overhead.png").exists()
+    assert "![rllib_cartpole](figures/rllib_cartpole.png)" in text
+
+
+def test_quick_report_says_so(tmp_path):
+    text = run_all.write_report({"apex": RESULTS["apex"], "replay": RESULTS["replay"]}, quick=True,
+                                out=tmp_path / "R.md", info=INFO)
+    assert text.count("QUICK SMOKE RUN") == 1 and "No targets checked" in text
