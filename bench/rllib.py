@@ -165,7 +165,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--json", default="bench/results/rllib.json", help="where to write")
+    parser.add_argument("--max-time-s", type=float, default=None,
+                        help="a shorter wall-clock budget per run than the default 900 s")
     args = parser.parse_args()
+    if args.max_time_s is not None:
+        for spec in TASKS.values():
+            spec["max_time_s"] = args.max_time_s
     result = run(args.seeds, quick=args.quick, tasks=tuple(args.tasks))
     print_summary(result)
     write_json(result, args.json)
