@@ -150,7 +150,7 @@ def section_apex(r: dict) -> str:
 
 def section_sac(r: dict) -> str:
     rows = [{"task": key, **value} for key, value in r.items()
-            if isinstance(value, dict) and "seeds" in value]
+            if key != "config" and isinstance(value, dict) and "seeds" in value]
     return table(rows, [("task", "task"), ("seeds", "seeds"), ("reached", "reached"),
                         ("median env steps", "median_env_steps"),
                         ("median s", "median_time_s")])
@@ -163,7 +163,9 @@ def section_ray_overhead(r: dict) -> str:
 
 
 def section_rllib(r: dict) -> str:
-    return table(r["summary"], [("task", "task"), ("goal", "goal"), ("course_lib", "ours_name"),
+    budgets = "; ".join(f"{task}: {b['max_env_steps']:,} env steps or {b['max_time_s']:g} s"
+                        for task, b in r.get("config", {}).get("budgets", {}).items())
+    return (f"Budget per run: {budgets}.\n\n" if budgets else "") + table(r["summary"], [("task", "task"), ("goal", "goal"), ("course_lib", "ours_name"),
                         ("reached", "ours_reached"), ("median s", "ours_median_s"),
                         ("median env steps", "ours_median_env_steps"), ("RLlib", "rllib_name"),
                         ("reached ", "rllib_reached"), ("median s ", "rllib_median_s"),
