@@ -165,7 +165,9 @@ def section_ray_overhead(r: dict) -> str:
 def section_rllib(r: dict) -> str:
     budgets = "; ".join(f"{task}: {b['max_env_steps']:,} env steps or {b['max_time_s']:g} s"
                         for task, b in r.get("config", {}).get("budgets", {}).items())
-    return (f"Budget per run: {budgets}.\n\n" if budgets else "") + table(r["summary"], [("task", "task"), ("goal", "goal"), ("course_lib", "ours_name"),
+    head = f"Budget per run: {budgets}.\n\n" if budgets else ""
+    return head + table(r["summary"], [
+                        ("task", "task"), ("goal", "goal"), ("course_lib", "ours_name"),
                         ("reached", "ours_reached"), ("median s", "ours_median_s"),
                         ("median env steps", "ours_median_env_steps"), ("RLlib", "rllib_name"),
                         ("reached ", "rllib_reached"), ("median s ", "rllib_median_s"),
