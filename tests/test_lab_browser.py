@@ -36,8 +36,8 @@ STATE = """() => {
     const outputs = c => Array.from({length: c.outputs.length},
                                     (_, i) => c.outputs.get(i).toJSON());
     const failed = cells.flatMap(c => outputs(c).filter(o => o.output_type === 'error')
-        .map(o => o.ename + ': ' + o.evalue + ' | after: ' + JSON.stringify(
-            cells.slice(0, cells.indexOf(c)).flatMap(outputs).slice(-2)).slice(0, 3000)));
+        .map(o => o.ename + ': ' + o.evalue + ' | after: ' + cells.slice(0, cells.indexOf(c))
+            .flatMap(outputs).slice(-1).map(p => p.text || (p.data || {})['text/plain'])));
     const done = cells.every(c => c.executionCount !== null)
         && panel.sessionContext.session.kernel.status === 'idle';
     return {failed, done};
@@ -57,7 +57,8 @@ def lab_server(tmp_path):
     shutil.copytree(ROOT / "notebooks", root)
     port, token, marker = free_port(), secrets.token_hex(16), f"COURSE_LAB_TEST={tmp_path}"
     env = dict(os.environ, COURSE_QUICK="1", RAY_AUTH_MODE="disabled",
-               RAY_TMPDIR=tempfile.mkdtemp(prefix="rt-lab-", dir=os.environ.get("RAY_TMPDIR")),
+               # short: Ray's socket paths under it must stay within 107 bytes
+               RAY_TMPDIR=tempfile.mkdtemp(prefix="rt-lab-", dir="/tmp"),
                JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
                JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "lab-settings"),
