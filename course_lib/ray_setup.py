@@ -81,12 +81,19 @@ class _deadline:
     def __enter__(self):
         self.timer = threading.Timer(self.timeout_s, self._fire)
         self.timer.daemon = True
+        self.previous = None
         if threading.current_thread() is threading.main_thread():
+            # SIGINT must raise KeyboardInterrupt here, even if an event loop (asyncio,
+            # Playwright, ...) has put its own handler in place meanwhile
+            if signal.getsignal(signal.SIGINT) is not None:
+                self.previous = signal.signal(signal.SIGINT, signal.default_int_handler)
             self.timer.start()
         return self
 
     def __exit__(self, exc_type, exc, tb):
         self.timer.cancel()
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
         if self.fired and exc_type is KeyboardInterrupt:
             ray.shutdown()
             raise RayStartError(
