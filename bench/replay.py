@@ -21,16 +21,19 @@ import argparse
 import importlib.metadata
 import os
 import shutil
+import sys
 import tempfile
 import time
 
 import cpprb
 import numpy as np
 import ray
-from benchlib import write_json
 
 from course_lib import init_ray
 from course_lib.replay import PrioritizedReplayBuffer, ReplayActor, transition_spec
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchlib, also when imported
+from benchlib import write_json  # noqa: E402
 
 SPEC = transition_spec(obs_shape=(4,))
 CPPRB_ENV = {"obs": {"shape": 4, "dtype": np.float32}, "action": {"dtype": np.int64},
