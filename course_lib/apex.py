@@ -453,12 +453,8 @@ class ApexTrainer(Driver):
     # -- checkpoints and the end ---------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        self._losses = []
-        self._drain("learn")
-        self.updates_submitted = self.counters["learner_updates"]
-        return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
-                "iteration": self.counters["iteration"], "counters": dict(self.counters),
-                "learner": ray.get(self.learner.state_dict.remote())}
+        self._losses = []                     # the losses of a drained chunk are not reported
+        return super().state()
 
     def extras(self) -> dict[str, Any]:
         return {"explorer_returns": self.explorer_returns, "epsilons": self.epsilons,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ import ray
 from course_lib.results import load_checkpoint, run_training
 
 
-class Driver:
+class Driver(ABC):
     """The loop of a driver that hands out work and never waits on one particular actor."""
 
     algo = ""
@@ -74,14 +75,27 @@ class Driver:
 
     # -- what a subclass writes ----------------------------------------------------------
 
+    @abstractmethod
     def _schedule(self) -> None:
-        raise NotImplementedError
+        """Submit the work that may run now: `self.tasks[ref] = (role, index)`."""
 
+    @abstractmethod
     def _book(self, ref: ray.ObjectRef):
-        raise NotImplementedError
+        """Record a finished task; return its result if it was the evaluation."""
 
+    @abstractmethod
     def _actors(self) -> list:
-        raise NotImplementedError
+        """Every actor this driver started (killed by `close`)."""
+
+    def state(self) -> dict[str, Any]:
+        """A checkpoint; first waits for the learner's queued updates, so that the learner's
+        state matches the counters. Needs `algo`, `cfg`, `counters`, `learner` (an actor
+        with `state_dict`) and `updates_submitted`."""
+        self._drain("learn")
+        self.updates_submitted = self.counters["learner_updates"]
+        return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
+                "iteration": self.counters["iteration"], "counters": dict(self.counters),
+                "learner": ray.get(self.learner.state_dict.remote())}
 
 
 def share_cpus(total_cpus: float, learner_cpus: float, num_workers: int,

@@ -668,12 +668,8 @@ class SACTrainer(Driver):
 
     def state(self) -> dict[str, Any]:
         """A checkpoint; first waits for the learner's queued updates (state = counters)."""
-        self._learn_infos = []
-        self._drain("learn")
-        self.updates_submitted = self.counters["learner_updates"]
-        return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
-                "iteration": self.counters["iteration"], "counters": dict(self.counters),
-                "learner": ray.get(self.learner.state_dict.remote())}
+        self._learn_infos = []                # the losses of a drained chunk are not reported
+        return super().state()
 
     def extras(self) -> dict[str, Any]:
         return {"worker_returns": self.worker_returns, "tester_log":
