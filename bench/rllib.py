@@ -53,9 +53,17 @@ def budget(task: str, quick: bool) -> dict:
             "max_time_s": spec["max_time_s"]}
 
 
-def contender_config(kind: str, task: str, seed: int, quick: bool):
-    """(config, train function) for one side of one task, with the shared budget."""
+def contender_config(side: str, kind: str, task: str, seed: int, quick: bool):
+    """(config, train function) for one side ("ours" or "rllib") of one task, with the shared
+    budget. `kind` names the algorithm; the side decides whose implementation runs it (both
+    sides of Pendulum-v1 are "sac")."""
     common = {**budget(task, quick), "seed": seed}
+    if side == "rllib":
+        cfg = RLlibConfig.for_algo(kind, quick=quick, checkpoint_every=0,
+                                   checkpoint_at_end=False)
+        return cfg.updated({**common, "eval_episodes": 3 if quick else 10}), train_rllib
+    if side != "ours":
+        raise ValueError(f"side must be 'ours' or 'rllib', got {side!r}")
     if kind == "apex":
         extra = {"learning_starts": 200, "num_workers": 2} if quick else {"num_workers": 4}
         return ApexConfig.preset(quick=False).updated(
@@ -65,12 +73,11 @@ def contender_config(kind: str, task: str, seed: int, quick: bool):
         cfg = SACConfig.preset(quick=False)
         extra = {k: v for k, v in extra.items() if hasattr(cfg, k)}
         return cfg.updated({**common, **extra, "eval_episodes": 3 if quick else 10}), train_sac
-    cfg = RLlibConfig.for_algo(kind, quick=quick, checkpoint_every=0, checkpoint_at_end=False)
-    return cfg.updated({**common, "eval_episodes": 3 if quick else 10}), train_rllib
+    raise ValueError(f"no course_lib contender called {kind!r} (apex or sac)")
 
 
 def run_once(side: str, name: str, kind: str, task: str, seed: int, quick: bool) -> dict:
-    cfg, train = contender_config(kind, task, seed, quick)
+    cfg, train = contender_config(side, kind, task, seed, quick)
     result = train(cfg)
     last = result.last
     reached = result.stopped_by == "eval_return"

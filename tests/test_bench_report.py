@@ -56,3 +56,37 @@ def test_quick_report_says_so(tmp_path):
     text = run_all.write_report({"apex": RESULTS["apex"], "replay": RESULTS["replay"]}, quick=True,
                                 out=tmp_path / "R.md", info=INFO)
     assert text.count("QUICK SMOKE RUN") == 1 and "No targets checked" in text
+
+
+def _bench_rllib_module():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))        # bench/rllib.py imports benchlib
+    try:
+        spec = importlib.util.spec_from_file_location("bench_rllib", ROOT / "bench" / "rllib.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return module
+
+
+def test_each_side_of_the_rllib_benchmark_runs_its_own_implementation():
+    """Both sides of Pendulum-v1 are "sac": the side, not the name, picks whose code runs."""
+    from course_lib.apex import ApexConfig, train_apex
+    from course_lib.rllib_compare import RLlibConfig, train_rllib
+    from course_lib.sac import SACConfig, train_sac
+
+    bench = _bench_rllib_module()
+    seen = {}
+    for task, spec in bench.TASKS.items():
+        ours_kind, theirs_kind = spec["ours"][1], spec["rllib"]
+        ours, train_ours = bench.contender_config("ours", ours_kind, task, 3, quick=False)
+        theirs, train_theirs = bench.contender_config("rllib", theirs_kind, task, 3, quick=False)
+        assert isinstance(theirs, RLlibConfig) and train_theirs is train_rllib
+        assert theirs.algo == theirs_kind and theirs.env_id == task
+        assert (ours.env_id, ours.seed, theirs.seed) == (task, 3, 3)
+        assert ours.target_return == theirs.target_return == spec["goal"]
+        assert ours.max_env_steps == theirs.max_env_steps == spec["max_env_steps"]
+        seen[task] = (type(ours), train_ours)
+    assert seen == {"CartPole-v1": (ApexConfig, train_apex), "Pendulum-v1": (SACConfig, train_sac)}
