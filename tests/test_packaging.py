@@ -42,3 +42,15 @@ def test_environment_yml_installs_the_package_itself():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     assert "-e ." in pip
+
+
+def test_ray_starts_without_the_slow_jsonschema_import():
+    """jsonschema >= 4.25 imports rfc3987_syntax, which builds an Earley parser at import time
+    (1.8 s here); Ray imports jsonschema in every worker process. The pin keeps it out."""
+    import subprocess
+    import sys
+
+    code = "import sys, ray; print('rfc3987_syntax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[-1] == "False", "a Ray process imported rfc3987_syntax: check the jsonschema pin"
