@@ -58,12 +58,13 @@ def test_quick_report_says_so(tmp_path):
     assert text.count("QUICK SMOKE RUN") == 1 and "No targets checked" in text
 
 
-def _bench_rllib_module():
+def _bench_module(name: str):
     import sys
 
-    sys.path.insert(0, str(ROOT / "bench"))        # bench/rllib.py imports benchlib
+    sys.path.insert(0, str(ROOT / "bench"))        # the bench scripts import benchlib
     try:
-        spec = importlib.util.spec_from_file_location("bench_rllib", ROOT / "bench" / "rllib.py")
+        spec = importlib.util.spec_from_file_location(f"bench_{name}",
+                                                      ROOT / "bench" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
@@ -77,7 +78,7 @@ def test_each_side_of_the_rllib_benchmark_runs_its_own_implementation():
     from course_lib.rllib_compare import RLlibConfig, train_rllib
     from course_lib.sac import SACConfig, train_sac
 
-    bench = _bench_rllib_module()
+    bench = _bench_module("rllib")
     seen = {}
     for task, spec in bench.TASKS.items():
         ours_kind, theirs_kind = spec["ours"][1], spec["rllib"]
@@ -90,3 +91,18 @@ def test_each_side_of_the_rllib_benchmark_runs_its_own_implementation():
         assert ours.max_env_steps == theirs.max_env_steps == spec["max_env_steps"]
         seen[task] = (type(ours), train_ours)
     assert seen == {"CartPole-v1": (ApexConfig, train_apex), "Pendulum-v1": (SACConfig, train_sac)}
+
+
+def test_sac_settings_counts_one_update_per_env_step_after_learning_starts():
+    from course_lib.sac import SACConfig
+
+    bench = _bench_module("sac_settings")
+    starts = SACConfig().learning_starts
+    run = bench.updates_to_goal(bench.SETTINGS["workbook"], seed=0, goal=None,
+                                max_env_steps=starts + 60, eval_every=30)
+    assert run == {"seed": 0, "reached": False, "updates": 61, "env_steps": starts + 60,
+                   "eval_return": run["eval_return"]}
+    assert -2_000 < run["eval_return"] < 0           # tested: ten real Pendulum episodes
+    reached = bench.updates_to_goal(bench.SETTINGS["workbook"], seed=0, goal=-1e9,
+                                    max_env_steps=starts + 60, eval_every=30)
+    assert reached["reached"] and reached["updates"] == 30 and reached["env_steps"] == starts + 29
