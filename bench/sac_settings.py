@@ -6,8 +6,9 @@ textbook settings against the workbook's, in a single process (no Ray, no timing
 On a 2-core laptop the parallel SAC of notebook 06 is learner-bound, so its wall-clock time to the
 goal is about (updates needed) / (updates per second). This script measures the first factor for
 each setting with the very pieces the learner actor uses (`sac.SACLearner`, `replay.ReplayBuffer`,
-`sac.deterministic_returns`), at one update per env step after `learning_starts` random steps,
-testing every `eval_every` updates (10 deterministic episodes):
+`sac.deterministic_returns`) and `SACConfig`'s `start_steps` (random actions), `learning_starts`
+and `batch_size`, at one update per env step, testing every `eval_every` updates (10
+deterministic episodes):
 
 | setting   | hidden   | lr, alpha_lr | tau   | what it is                                   |
 | --------- | -------- | ------------ | ----- | -------------------------------------------- |
@@ -53,7 +54,7 @@ def updates_to_goal(setting: dict, seed: int, goal: float | None = -200.0,
     obs, _ = env.reset(seed=seed)
     eval_return = float("nan")
     for step in range(1, max_env_steps + 1):
-        if step <= DEFAULTS.learning_starts:
+        if step <= DEFAULTS.start_steps:
             action = rng.uniform(-1.0, 1.0, 1).astype(np.float32)
         else:
             action = learner.actor.act(obs[None])[0]

@@ -1,12 +1,27 @@
-"""bench/run_all.py writes RESULTS.md and figures from canned benchmark JSON (no Ray, no runs)."""
+"""The bench scripts without long runs or Ray: RESULTS.md and figures from canned JSON, the RLlib
+race's contenders, and the SAC settings loop on a few Pendulum steps."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
-run_all = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(run_all)
+
+
+def _bench_module(name: str):
+    """bench/<name>.py as a module (bench/ is no package; its scripts import benchlib)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}",
+                                                      ROOT / "bench" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return module
+
+
+run_all = _bench_module("run_all")
 
 INFO = {"cpu": "Test CPU", "cpus": 2, "memory_gb": 24.0, "os": "Linux", "date": "2026-01-01 12:00",
         "load_average": [0.5, 0.4, 0.3], "versions": {"python": "3.11.7", "ray": "2.60.0"}}
@@ -56,20 +71,6 @@ def test_quick_report_says_so(tmp_path):
     text = run_all.write_report({"apex": RESULTS["apex"], "replay": RESULTS["replay"]}, quick=True,
                                 out=tmp_path / "R.md", info=INFO)
     assert text.count("QUICK SMOKE RUN") == 1 and "No targets checked" in text
-
-
-def _bench_module(name: str):
-    import sys
-
-    sys.path.insert(0, str(ROOT / "bench"))        # the bench scripts import benchlib
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}",
-                                                      ROOT / "bench" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return module
 
 
 def test_each_side_of_the_rllib_benchmark_runs_its_own_implementation():
