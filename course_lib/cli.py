@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="continue from a checkpoint (or a run folder's newest one)")
     train.add_argument("--results-dir", default="results", help="where run folders go")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--help-config", action="store_true",
+                       help="list every --config key of --algo (type, default, meaning), exit")
 
     evaluate = commands.add_parser("evaluate", help="replay a checkpoint greedily")
     evaluate.add_argument("checkpoint", help="a checkpoint folder, or a run folder")
@@ -181,8 +183,10 @@ def make_checked_env(env_id: str, algorithm, **kwargs):
     """The env, made once to check that it exists and suits the algorithm."""
     import gymnasium as gym
 
+    from course_lib.envs import make_env
+
     try:
-        env = gym.make(env_id, **kwargs)
+        env = make_env(env_id, **kwargs)
     except gym.error.Error as err:                 # missing dependency (box2d, ...), bad id
         raise UsageError(f"cannot make {env_id}: {_first_line(err)}") from None
     if algorithm is not None:
@@ -205,6 +209,12 @@ def _first_line(err: BaseException) -> str:
 def train(args) -> int:
     from course_lib import results
 
+    if args.help_config:
+        algo_name = args.algo or "apex"
+        if algo_name not in ALGORITHMS:
+            load_algorithm(algo_name)             # raises the unknown-algorithm error
+        print(load_algorithm(algo_name).config.describe())
+        return 0
     stop = parse_stop(args.stop)
     overrides = parse_json_object(args.config, "--config")
     meta = None
@@ -223,7 +233,7 @@ def train(args) -> int:
     algorithm = load_algorithm(algo_name)        # imports torch (and Ray): a few seconds
     try:
         if meta is not None:                     # the checkpoint's config, then the overrides
-            cfg = results.config_from_dict(algorithm.config, meta["config"])
+            cfg = algorithm.config().updated(meta["config"])
         else:
             cfg = algorithm.config.preset()      # quick mode (COURSE_QUICK=1) applies here
         if env_id is not None:
@@ -232,7 +242,7 @@ def train(args) -> int:
             if not hasattr(cfg, "num_workers"):
                 raise UsageError(f"--num-workers: {algo_name} runs in a single process")
             cfg = cfg.updated({"num_workers": args.num_workers})
-        cfg = results.config_from_dict(type(cfg), {**cfg.to_dict(), **overrides, **stop})
+        cfg = cfg.updated({**overrides, **stop})
     except ValueError as err:
         raise UsageError(str(err)) from None
     if getattr(cfg, "num_workers", 1) < 1:
@@ -262,10 +272,11 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
+    from course_lib.distributed import WorkerDiedError
     from course_lib.envs import NonFiniteError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
-    except NonFiniteError as err:                 # the env went bad mid-run: one line too
+    except (NonFiniteError, WorkerDiedError) as err:   # the env or a worker went bad mid-run
         raise UsageError(f"{err}; results so far in {run.path}") from None
     except KeyboardInterrupt:
         print(f"interrupted; results so far in {run.path}", file=sys.stderr)
@@ -301,7 +312,11 @@ def evaluate(args) -> int:
     returns, frames = play(env, act, args.episodes, args.seed, record=args.render)
     env.close()
     mean, std = float(sum(returns) / len(returns)), _std(returns)
-    print(f"{meta['algo']} {meta['env_id']} {Path(meta['path']).name}: mean return "
+    version = checkpoint.get("weights_version", checkpoint["counters"].get("learner_updates"))
+    scored = (f"; scored {checkpoint['eval_return']:.1f} over {checkpoint['eval_episodes']} "
+              "episodes in training" if "eval_return" in checkpoint else "")
+    print(f"{meta['algo']} {meta['env_id']} {Path(meta['path']).name} (weights version "
+          f"{version}: after {version:,} learner updates{scored}): mean return "
           f"{mean:.1f} +- {std:.1f} over {len(returns)} episodes "
           f"(min {min(returns):.1f}, max {max(returns):.1f})")
     if args.render:
@@ -311,12 +326,8 @@ def evaluate(args) -> int:
 
 
 def play(env, act, episodes: int, seed: int, record: bool = False):
-    """Returns of `episodes` episodes of act(obs), and the first one's frames if `record`."""
-    import gymnasium as gym
-
-    space = env.observation_space
-    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
-        env = gym.wrappers.FlattenObservation(env)    # as the algorithms' make_env does
+    """Returns of `episodes` episodes of act(obs), and the first one's frames if `record`.
+    `env` comes from `envs.make_env`, as in training (flat float32 observations)."""
     returns, frames = [], []
     for i in range(episodes):
         obs, _ = env.reset(seed=seed + i)

@@ -73,6 +73,38 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def describe(cls) -> str:
+        """Every key with its type, default and meaning (the comment beside its field), one
+        line each: what `python -m course_lib train --help-config` prints."""
+        helps: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):       # a subclass's comment wins
+            if klass is not object and dataclasses.is_dataclass(klass):
+                helps.update(_field_comments(klass))
+        defaults = cls()
+        rows = [(f.name, _type_name(f.type), repr(getattr(defaults, f.name)),
+                 helps.get(f.name, "")) for f in dataclasses.fields(cls)]
+        width = [max(len(row[i]) for row in rows) for i in range(3)]
+        return "\n".join(f"{n:<{width[0]}}  {t:<{width[1]}}  {d:<{width[2]}}  {h}".rstrip()
+                         for n, t, d, h in rows)
+
+
+def _field_comments(klass) -> dict[str, str]:
+    """{field: its trailing comment} from the class's source (`lr: float = 1e-3  # ...`)."""
+    import inspect
+    import re
+
+    try:
+        source = inspect.getsource(klass)
+    except (OSError, TypeError):
+        return {}
+    found = re.findall(r"^\s+(\w+): [^=\n]+=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE)
+    return dict(found)
+
+
+def _type_name(hint) -> str:
+    return hint if isinstance(hint, str) else getattr(hint, "__name__", str(hint))
+
 
 def _coerce(key: str, value: Any, hint: Any) -> Any:
     """Accept `value` for a field typed `hint` (ints count as floats), else ValueError."""

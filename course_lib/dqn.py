@@ -24,8 +24,6 @@ sampled with probability P(i) and importance weights w_i:
 
 from __future__ import annotations
 
-import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,47 +35,42 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.config import Config
-from course_lib.envs import evaluate_policy, make_env
-from course_lib.nets import get_weights, mlp, to_cpu
+from course_lib.envs import env_dims, evaluate_policy, make_env
+from course_lib.nets import adam, get_weights, mlp, to_cpu
 from course_lib.replay import (
     NStepBuffer,
     PrioritizedReplayBuffer,
     stack_transitions,
     transition_spec,
 )
-from course_lib.results import Algorithm, load_checkpoint, run_training
+from course_lib.results import Algorithm
+from course_lib.trainer import Trainer, TrainerConfig, mean_or_nan, train_with
 
 
 @dataclass
-class DQNConfig(Config):
-    """Single-process DQN (dueling, double, n-step, prioritized): the baseline for Ape-X."""
+class DQNSettings(TrainerConfig):
+    """The DQN learner and its prioritized replay: what single-process DQN and Ape-X share."""
 
-    QUICK: ClassVar[dict] = {"max_env_steps": 3_000, "target_return": None,
-                             "learning_starts": 500, "steps_per_iteration": 500,
-                             "eval_episodes": 3}
     env_id: str = "CartPole-v1"       # any gymnasium env with a discrete action space
-    hidden: tuple[int, ...] = (128, 128)  # hidden layer sizes of the Q network's trunk
-    lr: float = 2e-3                  # Adam learning rate
-    gamma: float = 0.99               # discount factor
     n_step: int = 3                   # rewards summed before bootstrapping
-    batch_size: int = 64              # transitions per gradient step
-    buffer_size: int = 100_000        # replay capacity (FIFO)
-    learning_starts: int = 1_000      # transitions in the buffer before the first update
     replay_ratio: float = 16.0        # learner samples per inserted transition
     target_update_every: int = 250    # learner updates between hard target-network copies
     grad_clip: float = 10.0           # max global gradient norm
     priority_alpha: float = 0.6       # P(i) ~ p_i^alpha
     priority_beta: float = 0.4        # importance-sampling exponent
+
+
+@dataclass
+class DQNConfig(DQNSettings):
+    """Single-process DQN (dueling, double, n-step, prioritized): the baseline for Ape-X."""
+
+    QUICK: ClassVar[dict] = {"max_env_steps": 3_000, "target_return": None,
+                             "learning_starts": 500, "steps_per_iteration": 500,
+                             "eval_episodes": 3}
     eps_start: float = 1.0            # exploration epsilon at the first step ...
     eps_end: float = 0.02             # ... decays linearly to this ...
     eps_decay_steps: int = 10_000     # ... over this many env steps
     steps_per_iteration: int = 1_000  # env steps per iteration (one progress row, one eval)
-    eval_episodes: int = 10           # greedy episodes per evaluation
-    target_return: float | None = 475.0  # stop: greedy mean return reached (None: no goal)
-    max_env_steps: int | None = 100_000  # stop: env step budget (None: unlimited)
-    max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
-    seed: int = 0                     # seeds the network, the env and the exploration
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,11 +111,6 @@ def require_discrete(env: gym.Env, algo: str = "DQN") -> None:
         raise ValueError(f"{env.spec.id if env.spec else env} has a "
                          f"{type(env.action_space).__name__} action space; {algo} needs "
                          "discrete actions (use --algo sac for continuous actions)")
-
-
-def env_dims(env: gym.Env) -> tuple[int, int]:
-    """(obs_dim, n_actions) of a flat-observation, discrete-action env."""
-    return int(np.prod(env.observation_space.shape)), int(env.action_space.n)
 
 
 def make_q_net(env_id: str, hidden: tuple[int, ...]) -> DuelingQNet:
@@ -238,17 +226,16 @@ def batch_to_tensors(batch: dict[str, np.ndarray], device: torch.device) -> dict
 
 
 @torch.no_grad()
-def td_errors(batch: dict[str, np.ndarray], online: nn.Module,
-              target: nn.Module | None = None) -> np.ndarray:
+def td_errors(batch: dict[str, np.ndarray], net: nn.Module) -> np.ndarray:
     """|y - Q(s, a)| for a batch, without training: the initial priorities an explorer sends.
 
-    An explorer has only its own copy of the network, so it passes it as both nets.
-    """
-    t = batch_to_tensors(batch, torch.device("cpu"))
+    An explorer has only its own copy of the network, so it serves as both the online and the
+    target net. Computed on the net's device."""
+    t = batch_to_tensors(batch, device_of(net))
     y = n_step_double_q_target(t["reward"], t["discount"], t["terminated"], t["next_obs"],
-                               online, target if target is not None else online)
-    q = online(t["obs"]).gather(1, t["action"][:, None]).squeeze(1)
-    return (y - q).abs().numpy()
+                               net, net)
+    q = net(t["obs"]).gather(1, t["action"][:, None]).squeeze(1)
+    return (y - q).abs().cpu().numpy()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,8 +263,7 @@ class DQNLearner:
         self.target = DuelingQNet(obs_dim, n_actions, hidden).to(self.device)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
-        # fused: one kernel for all parameters, several times faster for small nets on a CPU
-        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=lr, fused=True)
+        self.optimizer = adam(self.online.parameters(), lr, self.device)
         self.grad_clip, self.target_update_every = grad_clip, target_update_every
         self.updates = 0
 
@@ -319,11 +305,6 @@ def make_learner(cfg, obs_dim: int, n_actions: int, device=None) -> DQNLearner:
                       cfg.target_update_every, device)
 
 
-def updates_due(inserted: int, replay_ratio: float, batch_size: int) -> int:
-    """Learner updates that keep (updates * batch_size) / inserted at `replay_ratio`."""
-    return int(replay_ratio * inserted / batch_size)
-
-
 # ---------------------------------------------------------------------------------------------
 # 6. Scoring the greedy policy
 # ---------------------------------------------------------------------------------------------
@@ -360,44 +341,45 @@ def greedy_policy(checkpoint: dict) -> Callable[[np.ndarray], int]:
 # Single-process DQN: the baseline
 # ---------------------------------------------------------------------------------------------
 
-class DQNTrainer:
+class DQNTrainer(Trainer):
     """One env, one prioritized buffer, one DQNLearner, in this process.
 
-    `step()` runs one iteration (`steps_per_iteration` env steps, with learner updates
-    interleaved to hold the replay ratio), evaluates greedily and returns a progress row;
-    `state()` is a checkpoint; `DQNTrainer(cfg, restore=checkpoint)` continues from one
-    (network, optimiser and counters; the replay buffer starts empty and refills).
+    `step()` runs one iteration (`steps_per_iteration` env steps, with the learner updates
+    that fall due interleaved), then evaluates a snapshot of the learner (`trainer.Trainer`);
+    `DQNTrainer(cfg, restore=checkpoint)` continues from one (network, optimiser and
+    counters; the replay buffer starts empty and refills).
     """
 
     algo = "dqn"
 
     def __init__(self, config: DQNConfig, restore: dict | None = None):
-        cfg = self.cfg = config
+        super().__init__(config, restore)
+        cfg = self.cfg
         # Tiny networks: one thread is fastest, and several threads spin-waiting on a busy
         # laptop (Ray workers, Jupyter) made this loop several times slower.
         torch.set_num_threads(1)
-        torch.manual_seed(cfg.seed)
-        self.rng = np.random.default_rng(cfg.seed)
+        torch.manual_seed(self.seed("learner"))
+        self.rng = np.random.default_rng(self.seed("explore"))
         self.env = make_env(cfg.env_id)
         require_discrete(self.env)
         self.obs_dim, self.n_actions = env_dims(self.env)
         spec = transition_spec((self.obs_dim,), n_step=True)
         self.buffer = PrioritizedReplayBuffer(cfg.buffer_size, spec, alpha=cfg.priority_alpha,
-                                              seed=cfg.seed)
+                                              seed=self.seed("replay"))
         self.nstep = NStepBuffer(cfg.n_step, cfg.gamma)
         self.learner = make_learner(cfg, self.obs_dim, self.n_actions)
-        self.counters = {"iteration": 0, "env_steps": 0, "inserted": 0, "episodes": 0,
-                         "time_s": 0.0}
         if restore is not None:
             self.learner.load_state_dict(restore["learner"])
-            self.counters.update(restore["counters"])
-        self.obs, _ = self.env.reset(seed=cfg.seed + self.counters["episodes"])
+        self.obs, _ = self.env.reset(seed=self.seed("env"))
         self.episode_return = 0.0
-        self.start = time.perf_counter() - self.counters["time_s"]
+
+    @property
+    def updates_per_transition(self) -> float:
+        return self.cfg.replay_ratio / self.cfg.batch_size
 
     def step(self) -> dict[str, Any]:
         cfg, c, learner = self.cfg, self.counters, self.learner
-        t0, updates0 = time.perf_counter(), learner.updates
+        t0, steps0, updates0 = time.perf_counter(), c["env_steps"], learner.updates
         returns, losses = [], []
         for _ in range(cfg.steps_per_iteration):
             # -- act and store the n-step transitions that are complete --------------------
@@ -416,55 +398,31 @@ class DQNTrainer:
                 c["episodes"] += 1
                 self.obs, _ = self.env.reset()
                 self.episode_return = 0.0
-            # -- learn, as many updates as the replay ratio allows --------------------------
-            if len(self.buffer) < max(cfg.learning_starts, cfg.batch_size):
-                continue
-            while learner.updates < updates_due(c["inserted"], cfg.replay_ratio, cfg.batch_size):
+            # -- learn: the updates that are due (none before learning_starts) ------------
+            while learner.updates < self.updates_due():
                 batch = self.buffer.sample(cfg.batch_size, beta=cfg.priority_beta)
                 info = learner.update(batch)
                 self.buffer.update_priorities(batch["indices"], info["priorities"])
                 losses.append(info["loss"])
-        # -- evaluate and report ---------------------------------------------------------
+        c["learner_updates"] = learner.updates
         elapsed = time.perf_counter() - t0
-        evals = evaluate_greedy(learner.online, cfg.env_id, cfg.eval_episodes)
-        c["iteration"] += 1
-        c["time_s"] = time.perf_counter() - self.start
-        return {
-            "iteration": c["iteration"], "time_s": c["time_s"], "env_steps": c["env_steps"],
-            "learner_updates": learner.updates, "eval_return": float(evals.mean()),
-            "train_return": _mean(returns), "episodes": c["episodes"],
-            "loss": _mean(losses), "epsilon": eps, "replay_size": len(self.buffer),
-            "env_steps_per_s": cfg.steps_per_iteration / elapsed,
-            "updates_per_s": (learner.updates - updates0) / elapsed,
-        }
-
-    def state(self) -> dict[str, Any]:
-        """Everything a resume needs, as plain containers and tensors (torch.save-able)."""
-        return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
-                "iteration": self.counters["iteration"], "counters": dict(self.counters),
-                "learner": self.learner.state_dict()}
-
-    def get_weights(self) -> dict[str, np.ndarray]:
-        return self.learner.get_weights()
+        # -- evaluate exactly the weights a checkpoint of this iteration would hold ----------
+        snapshot = self.snapshot(learner.state_dict(), learner.get_weights(), learner.updates)
+        while (request := self.next_evaluation(snapshot)) is not None:
+            episodes, seed = request
+            snapshot.returns += evaluate_greedy(learner.online, cfg.env_id, episodes,
+                                                seed).tolist()
+        return self.row(snapshot, elapsed, steps0, updates0, returns,
+                        loss=mean_or_nan(losses), epsilon=eps, replay_size=len(self.buffer))
 
     def close(self) -> None:
         self.env.close()
 
 
-def _mean(values) -> float:
-    return float(np.mean(values)) if len(values) else math.nan
-
-
 def train_dqn(config: DQNConfig, progress=None, run=None, restore: dict | str | None = None):
-    """Train single-process DQN until a stop criterion of `config` holds; a TrainResult.
-
-    `progress`: True for a live display (notebook) or bar (terminal), or a callable given
-    each row. `run`: a `results.Run` that logs rows and writes checkpoints. `restore`: a
-    checkpoint (path or loaded dict) to continue from.
-    """
-    if isinstance(restore, str | os.PathLike):
-        restore = load_checkpoint(restore, algo="dqn", env_id=config.env_id)
-    return run_training(DQNTrainer(config, restore), config, progress=progress, run=run)
+    """Train single-process DQN until a stop criterion of `config` holds; a TrainResult
+    (see `trainer.train_with` for progress, run and restore)."""
+    return train_with(DQNTrainer, config, progress=progress, run=run, restore=restore)
 
 
 #: what `python -m course_lib train --algo dqn` runs (see `course_lib.cli`)

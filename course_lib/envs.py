@@ -1,6 +1,8 @@
 """Environments, as every algorithm of the workbook makes, checks and scores them.
 
-- `make_env`: `gym.make` with observations flattened to 1-D vectors, so one MLP fits any env.
+- `make_env`: `gym.make` with observations as 1-D float32 vectors, so one MLP fits any env.
+- `env_dims`: (obs_dim, action_dim) of such an env; action_dim counts the choices of a
+  Discrete action space and the components of a Box one.
 - `check_finite`: an observation or an action with NaN or inf stops the run with one line
   that names the env and the step (`NonFiniteError`), instead of poisoning the networks.
 - `evaluate_policy`: undiscounted returns of a deterministic policy, all episodes side by side.
@@ -19,13 +21,25 @@ class NonFiniteError(ValueError):
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """`gym.make(env_id)`, with observations flattened to 1-D float vectors when they are not
-    (a Discrete observation becomes a one-hot vector), so one MLP fits every env."""
+    """`gym.make(env_id)`, with observations as 1-D float32 vectors, so one MLP fits every env:
+    flattened when they are not 1-D (a Discrete observation becomes a one-hot vector) and cast
+    when they are not float32 (a flattened Discrete is int64, which a torch layer refuses)."""
     env = gym.make(env_id, **kwargs)
     space = env.observation_space
     if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
         env = gym.wrappers.FlattenObservation(env)
+    if env.observation_space.dtype != np.float32:
+        env = gym.wrappers.DtypeObservation(env, np.float32)
     return env
+
+
+def env_dims(env: gym.Env) -> tuple[int, int]:
+    """(obs_dim, action_dim) of an env from `make_env`: the number of choices of a Discrete
+    action space, the number of components of a Box one."""
+    space = env.action_space
+    action_dim = int(space.n) if isinstance(space, gym.spaces.Discrete) else int(
+        np.prod(space.shape))
+    return int(np.prod(env.observation_space.shape)), action_dim
 
 
 def check_finite(value, what: str, env_id: str, step: int) -> None:

@@ -58,3 +58,9 @@ def to_cpu(value):
     if isinstance(value, list | tuple):
         return type(value)(to_cpu(v) for v in value)
     return value
+
+
+def adam(params, lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam, fused (one kernel for all parameters: several times faster for small nets) on the
+    devices that support it, the plain loop elsewhere (e.g. Apple's mps)."""
+    return torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))

@@ -549,7 +549,9 @@ class ReplayServer:
                        if prioritized else ReplayBuffer(capacity, spec, seed=seed))
         self.sampled = 0
 
-    def add(self, batch, priorities=None) -> None:
+    def add(self, batch, priorities=None) -> int:
+        """Store a batch; returns how many transitions this server has stored in all (the
+        count trainers use: transitions are counted where they land, not where they left)."""
         if self.prioritized:
             self.buffer.add(batch, priorities)
         elif priorities is not None:
@@ -557,6 +559,7 @@ class ReplayServer:
                              "priorities")
         else:
             self.buffer.add(batch)
+        return self.buffer.inserted
 
     def sample(self, batch_size: int, beta: float = 0.4) -> dict[str, np.ndarray]:
         """A batch; prioritized: with "indices" and importance "weights" (exponent beta)."""

@@ -20,8 +20,11 @@ Nothing here knows about a particular algorithm. A *trainer* is any object with
 | `step()`            | run one iteration, return a row: iteration, time_s, env_steps,   |
 |                     | learner_updates, eval_return, train_return, ... (same keys always) |
 | `state()`           | a checkpoint: {"algo", "env_id", "config", "iteration", "counters", ...} |
-| `get_weights()`     | the current policy weights as {name: numpy array}                |
+| `get_weights()`     | the policy weights as {name: numpy array}                        |
 | `close()`           | release envs and actors                                          |
+
+`state()` and `get_weights()` must be the weights the last row's `eval_return` scored (see
+`course_lib.trainer`): the run stops on that row, and saves and returns those weights.
 
 and `run_training(trainer, config, ...)` drives it until a stop criterion of the config holds.
 A config that wants the command line has the three stop fields `target_return`,
@@ -39,11 +42,12 @@ import shutil
 import socket
 import struct
 import time
-import typing
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
+
+from course_lib.errors import first_line
 
 #: `--stop` keys (RLlib's names) -> the config fields that hold them
 STOP_KEYS = {"eval_return": "target_return", "env_steps": "max_env_steps",
@@ -201,7 +205,6 @@ class Run:
         self.keep_checkpoints = keep_checkpoints
         self.events = EventWriter(self.path)
         self._columns: list[str] | None = None
-        self.last_checkpoint: Path | None = None
 
     @classmethod
     def create(cls, results_dir, algo: str, env_id: str, params: dict, **kwargs) -> Run:
@@ -243,7 +246,6 @@ class Run:
         """Write `state` to checkpoints/checkpoint_<iteration>/ and keep the newest N."""
         folder = self.path / "checkpoints" / f"checkpoint_{state['iteration']:06d}"
         save_checkpoint(folder, state)
-        self.last_checkpoint = folder
         if self.keep_checkpoints:
             for old in list_checkpoints(self.path)[:-self.keep_checkpoints]:
                 shutil.rmtree(old, ignore_errors=True)
@@ -289,7 +291,9 @@ def save_checkpoint(folder, state: dict) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     torch.save(state, tmp / CHECKPOINT_FILE)
-    meta = {key: state[key] for key in ("algo", "env_id", "iteration", "counters", "config")}
+    meta = {key: state[key] for key in ("algo", "env_id", "iteration", "counters", "config",
+                                        "weights_version", "eval_return", "eval_episodes")
+            if key in state}
     (tmp / META_FILE).write_text(json.dumps(_json_safe(meta), indent=2) + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
@@ -329,7 +333,7 @@ def read_checkpoint_meta(path, algo: str | None = None, env_id: str | None = Non
         missing = {"algo", "env_id", "iteration", "config"} - meta.keys()
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as err:
         raise CheckpointError(f"corrupt checkpoint {folder}: {META_FILE} is unreadable "
-                              f"({_first_line(err)})") from None
+                              f"({first_line(err)})") from None
     if missing:
         raise CheckpointError(f"corrupt checkpoint {folder}: {META_FILE} lacks "
                               f"{', '.join(sorted(missing))}")
@@ -356,29 +360,12 @@ def load_checkpoint(path, algo: str | None = None, env_id: str | None = None) ->
                            weights_only=True)
     except Exception as err:  # torch raises many kinds for a damaged file
         raise CheckpointError(f"corrupt checkpoint {meta['path']}: {CHECKPOINT_FILE} does not "
-                              f"load ({_first_line(err)})") from None
+                              f"load ({first_line(err)})") from None
     if not isinstance(state, dict) or state.get("algo") != meta["algo"]:
         raise CheckpointError(f"corrupt checkpoint {meta['path']}: {CHECKPOINT_FILE} and "
                               f"{META_FILE} disagree")
     state["path"] = meta["path"]
     return state
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
-
-
-def config_from_dict(cls, values: dict):
-    """`cls` (a Config dataclass) with `values` applied, lists turned back into tuples (JSON
-    has no tuples); unknown keys or wrong types raise ValueError."""
-    hints = typing.get_type_hints(cls)
-    fixed = {}
-    for key, value in values.items():
-        if isinstance(value, list) and typing.get_origin(hints.get(key)) is tuple:
-            value = tuple(value)
-        fixed[key] = value
-    return cls().updated(fixed)
 
 
 # ---------------------------------------------------------------------------------------------

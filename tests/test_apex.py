@@ -4,29 +4,32 @@ import numpy as np
 import pytest
 import ray
 
-from course_lib.apex import ApexConfig, ApexTrainer, actor_cpus
+from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.distributed import actor_resources
 from course_lib.dqn import epsilon_for_explorer
+from course_lib.param_server import pull_weights
+from course_lib.roles import POLICY
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_actors_fit_in_two_cpus(workers):
     cfg = ApexConfig(num_workers=workers)
-    cpus = actor_cpus(cfg, total_cpus=2)
+    cpus = actor_resources(cfg, {"CPU": 2})
     total = cpus["learner"] + cpus["replay"] + cpus["evaluator"]
-    assert total + workers * cpus["explorer"] <= 2
-    assert 0 < cpus["explorer"] <= cfg.explorer_cpus
+    assert total + workers * cpus["worker"] <= 2
+    assert 0 < cpus["worker"] <= cfg.worker_cpus
 
 
 def test_too_small_a_cluster_is_refused():
     with pytest.raises(ValueError, match="too few"):
-        actor_cpus(ApexConfig(learner_cpus=1.0), total_cpus=1)
+        actor_resources(ApexConfig(learner_cpus=1.0), {"CPU": 1})
 
 
 # Small and quick: the learner trains from 300 transitions on, at 4 samples per transition,
 # and the explorers pause as soon as the learner is 20 updates behind.
 CFG = ApexConfig.preset(quick=True).updated({
     "num_workers": 2, "hidden": (32,), "learning_starts": 300, "replay_ratio": 4.0,
-    "batch_size": 32, "sample_batches": 2, "max_lag_updates": 20, "explorer_chunk": 100,
+    "batch_size": 32, "sample_batches": 2, "max_lag_updates": 20, "worker_chunk": 100,
     "learner_chunk": 20, "eval_every_s": 1.0, "eval_episodes": 2,
     "target_return": None, "max_env_steps": None, "max_time_s": 120.0})
 
@@ -44,20 +47,25 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
         # never flooded: the learner never gets more than the ratio allows ...
         assert last["replay_ratio"] <= CFG.replay_ratio + 1e-9
         # ... and never starved: it stays within the lag the explorers wait for
-        lag = CFG.max_lag_updates + 2 * CFG.num_workers * CFG.explorer_chunk * 4 / 32
-        assert last["learner_updates"] >= 4 * trainer.counters["inserted"] / 32 - lag
+        lag = CFG.max_lag_updates + 2 * CFG.num_workers * CFG.worker_chunk * 4 / 32
+        c = trainer.counters               # now (a row's counters are its snapshot's)
+        assert c["learner_updates"] >= 4 * (c["inserted"] - CFG.learning_starts) / 32 - lag
         assert set(rows[0]) >= {"iteration", "time_s", "env_steps", "learner_updates",
                                 "eval_return", "train_return", "replay_size"}
 
         # kill explorer 0: Ray restarts it, the driver resends its chunk, training goes on
         old_pid = trainer.pids[0]
-        ray.kill(trainer.explorers[0], no_restart=False)
+        seeds = ray.get([w.seeded_with.remote() for w in trainer.workers])
+        ray.kill(trainer.workers[0], no_restart=False)
         before = last["env_steps"]
         while trainer.pids[0] in (None, old_pid):
             rows.append(trainer.step())
             assert rows[-1]["iteration"] < last["iteration"] + 30, "explorer 0 never came back"
-        assert rows[-1]["explorer_restarts"] >= 1
+        assert rows[-1]["worker_restarts"] >= 1
         assert rows[-1]["env_steps"] > before
+        # the restarted explorer plays new episodes; the other one is untouched
+        new_seeds = ray.get([w.seeded_with.remote() for w in trainer.workers])
+        assert new_seeds[0] != seeds[0] and new_seeds[1] == seeds[1]
         state = trainer.state()
         weights = trainer.get_weights()
     finally:
@@ -66,14 +74,17 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
     assert state["counters"]["learner_updates"] == state["learner"]["updates"]
     resumed = ApexTrainer(CFG.updated({"num_workers": 1}), restore=state)   # fewer: faster
     try:
-        restored = ray.get(resumed.learner.get_weights.remote())
+        # before any explorer starts, the parameter server holds the checkpoint's weights
+        _, published = pull_weights(resumed.params, POLICY)
         for name, value in weights.items():
-            np.testing.assert_array_equal(restored[name], value)
+            np.testing.assert_array_equal(published[name], value)
+        # the replay buffer starts empty: no updates are owed for the restored transitions
+        assert resumed.updates_due() == state["counters"]["learner_updates"]
         row = resumed.step()
         assert row["iteration"] == state["iteration"] + 1
         assert row["env_steps"] >= state["counters"]["env_steps"]
         assert row["learner_updates"] >= state["counters"]["learner_updates"]
         assert row["time_s"] > state["counters"]["time_s"]
-        assert row["explorer_restarts"] == state["counters"]["explorer_restarts"]
+        assert row["worker_restarts"] == state["counters"]["worker_restarts"]
     finally:
         resumed.close()

@@ -309,7 +309,7 @@ def test_apex_command_line_runs_as_a_job_with_explorers_on_both_nodes(two_nodes,
     [run] = list(results_dir.glob("apex_CartPole-v1_*"))
     extras = json.loads((run / "extras.json").read_text())
     node_ids = {n["node_id"] for n in two_nodes.nodes()}
-    assert len(node_ids) == 2 and set(extras["explorer_nodes"]) == node_ids
+    assert len(node_ids) == 2 and set(extras["worker_nodes"]) == node_ids
     rows = (run / "progress.csv").read_text().splitlines()
     assert rows[0].startswith("iteration,time_s,env_steps") and len(rows) >= 2
     assert list((run / "checkpoints").glob("checkpoint_*/state.pt"))

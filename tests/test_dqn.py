@@ -181,7 +181,12 @@ def test_learner_update_fits_a_batch_and_copies_the_target_every_n():
     learner = DQNLearner(4, 2, hidden=(16,), lr=1e-2, target_update_every=3, device="cpu")
     batch = random_batch()
     before = {k: v.clone() for k, v in learner.target.state_dict().items()}
-    expected = td_errors(batch, learner.online, learner.target)   # before the step
+    t = {k: torch.as_tensor(v) for k, v in batch.items() if k != "indices"}
+    with torch.no_grad():                                  # |y - Q(s, a)| before the step
+        y = n_step_double_q_target(t["reward"], t["discount"], t["terminated"], t["next_obs"],
+                                   learner.online, learner.target)
+        q = learner.online(t["obs"]).gather(1, t["action"][:, None]).squeeze(1)
+    expected = (y - q).abs().numpy()
     info = learner.update(batch)
     np.testing.assert_allclose(info["priorities"], expected, rtol=1e-5)
     learner.update(batch)
@@ -248,9 +253,11 @@ def test_train_dqn_holds_the_replay_ratio_and_stops_on_the_budget():
     for key in ("iteration", "time_s", "env_steps", "learner_updates", "eval_return",
                 "train_return"):
         assert key in last
-    # updates * batch / inserted transitions = the replay ratio (up to the n-step window)
+    # updates * batch / transitions past learning_starts = the replay ratio (up to the
+    # n-step window): the transitions that only filled the buffer are owed nothing
     assert last["replay_size"] >= 600 - 2
-    assert abs(last["learner_updates"] - 4.0 * 600 / 32) <= 1
+    expected = 4.0 * (600 - SMALL["learning_starts"]) / 32
+    assert expected - 2 <= last["learner_updates"] <= expected
 
 
 def test_checkpoint_round_trip_and_resume_continue_the_counters(tmp_path):

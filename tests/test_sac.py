@@ -15,19 +15,20 @@ import torch
 from torch import nn
 
 from course_lib import cli, results, sac
+from course_lib.distributed import actor_resources
 from course_lib.envs import NonFiniteError, check_finite
+from course_lib.nets import get_weights
 from course_lib.sac import (
     SACConfig,
     SACLearner,
     actor_loss,
-    actor_resources,
     alpha_loss,
     critic_loss,
     polyak_update,
     q_target,
     squashed_gaussian,
-    updates_due,
 )
+from course_lib.trainer import updates_due
 
 # --- the squashed Gaussian ----------------------------------------------------------------------
 
@@ -167,7 +168,7 @@ def test_updates_due_and_resources():
     for workers in (1, 2, 4):
         res = actor_resources(SACConfig(num_workers=workers), {"CPU": 2.0})
         assert res["learner_gpus"] == 0
-        assert res["learner"] + res["replay"] + res["tester"] + workers * res["worker"] <= 2
+        assert res["learner"] + res["replay"] + res["evaluator"] + workers * res["worker"] <= 2
     assert actor_resources(SACConfig(), {"CPU": 4.0, "GPU": 1.0})["learner_gpus"] == 1
     with pytest.raises(ValueError, match="too few"):
         actor_resources(SACConfig(), {"CPU": 1.0})
@@ -272,7 +273,8 @@ def test_end_to_end_sac_through_the_command_line(tmp_path, capsys, ray_local):
     assert meta["algo"] == "sac" and meta["config"]["hidden"] == [32, 32]
 
     assert cli.main(["evaluate", str(run), "--episodes", "2"]) == 0
-    assert capsys.readouterr().out.startswith(f"sac Pendulum-v1 {checkpoint.name}: mean return")
+    assert capsys.readouterr().out.startswith(f"sac Pendulum-v1 {checkpoint.name} (weights "
+                                              f"version {meta['weights_version']}: after")
 
     resumed = tmp_path / "resumed"
     code = cli.main(["train", "--restore", str(run), "--quiet", "--results-dir", str(resumed),
@@ -290,21 +292,26 @@ def test_a_worker_stops_at_a_non_finite_observation(ray_local):
     first NaN observation, naming the env and the step."""
     from course_lib.param_server import ParameterServer
     from course_lib.replay import ReplayActor, transition_spec
+    from course_lib.roles import POLICY
 
     gym.register("NaNPendulum-v0", entry_point=NaNAfter, kwargs={"after": 150})
     try:
         cfg = SACConfig.preset(quick=True).updated({**TINY, "env_id": "NaNPendulum-v0"})
         spec = transition_spec((3,), action_shape=(1,), action_dtype=np.float32)
-        replay = ReplayActor.remote(1000, spec, prioritized=False)
-        params = ParameterServer.remote()
-        worker = sac.RolloutWorker.__ray_actor_class__(cfg, replay, params, 0, random_steps=10)
+        replay = ReplayActor.options(name="nan-replay").remote(1000, spec, prioritized=False)
+        params = ParameterServer.options(name="nan-params").remote()
+        actor = sac.SquashedGaussianActor(3, 1, tuple(cfg.hidden))
+        ray_local.get(params.push.remote(POLICY, get_weights(actor)))
+        worker = sac.RolloutWorker.__ray_actor_class__(0, cfg, "nan", 0, random_steps=10)
         out = worker.run(100)
-        assert out["sent"] == 100 and out["env_steps"] == 100
+        assert out["replay_inserted"] == 100 and out["env_steps"] == 100
         with pytest.raises(NonFiniteError, match="NaNPendulum-v0 gave a non-finite "
                                                  "observation at env step 149"):
             worker.run(100)
     finally:
         gym.registry.pop("NaNPendulum-v0")
+        for actor in (replay, params):     # (named: they would outlive the test otherwise)
+            ray_local.kill(actor)
 
 
 def test_a_non_finite_error_mid_run_is_one_line_through_the_cli(capsys, tmp_path,

@@ -1,0 +1,306 @@
+"""What Ape-X and parallel SAC share: workers that feed one replay actor, one learner actor,
+one evaluator, a parameter server, and a driver that never waits on one particular actor.
+
+    workers (N actors)            replay (1 actor)             learner (1 actor)
+    env + policy copy  --add-->   buffer (counts what   --sample-->  update, publish weights
+    (Ape-X: explorers)            lands in it)                        every publish_every
+          ^                                                              |
+          +---- pull every pull_every steps <-- parameter server <-------+
+    evaluator (1 actor): plays the driver's snapshot of the learner on fresh episodes
+
+An algorithm subclasses three classes and writes only what differs:
+
+| class                | writes                                                             |
+| -------------------- | ------------------------------------------------------------------ |
+| `Worker`             | `make_net`, `act`, `transitions` (and `priorities`, `env_action`)  |
+| `LearnerActor`       | `make_learner` (and `after_update`, `sample_args`)                 |
+| `DistributedTrainer` | `Worker`, `Learner`, `updates_per_transition`, the evaluation net  |
+
+Start-up: the learner publishes its first weights (after `--restore`: the restored ones) and
+the driver waits for that before it starts a worker, so no worker ever acts on a random net.
+
+Faults: a worker whose process dies is restarted by Ray (`max_restarts`) and the call under way
+is sent again (`max_task_retries=-1`); the driver notices the restart by the new pid. A restarted
+worker plays with a new seed. A crash loses what was only in the worker's memory: its outbox
+(at most `send_every` transitions), its n-step window, and the env steps of the chunk under way
+(the transitions that reached the replay actor are kept and counted: the replay actor counts
+insertions, not the workers). A worker that keeps dying ends the run with one line
+(`WorkerDiedError`) once Ray has restarted it `max_worker_restarts` times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import uuid
+from typing import Any, ClassVar
+
+import numpy as np
+import ray
+
+from course_lib.envs import env_dims, make_env
+from course_lib.errors import first_line
+from course_lib.param_server import ParameterServer, get_result
+from course_lib.ray_setup import init_ray
+from course_lib.replay import ReplayActor
+from course_lib.roles import Evaluator
+from course_lib.trainer import Trainer, TrainerConfig
+
+
+@dataclasses.dataclass
+class DistributedConfig(TrainerConfig):
+    """The settings of every distributed trainer (workers, learner, driver, resources)."""
+
+    num_workers: int = 2              # worker actors (Ape-X: explorers)
+    sample_batches: int = 4           # batches fetched per replay sample request
+    prefetch: int = 2                 # sample requests the learner keeps in flight
+    send_every: int = 50              # transitions per batch a worker sends to the replay
+    pull_every: int = 400             # worker env steps between weight pulls
+    publish_every: int = 25           # learner updates between weight publications
+    worker_chunk: int = 200           # env steps per worker task
+    learner_chunk: int = 50           # updates per learner task
+    max_lag_updates: int = 100        # workers pause while the learner is this far behind
+    eval_every_s: float = 3.0         # seconds per iteration: one evaluation, one row
+    learner_cpus: float = 0.5         # logical CPUs of the learner (and a GPU if there is one)
+    worker_cpus: float = 0.25         # logical CPUs of each worker, at most
+    max_worker_restarts: int = 5      # a worker that died more often than this ends the run
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker kept dying: the run stops instead of resending its work forever."""
+
+
+def share_cpus(total_cpus: float, learner_cpus: float, num_workers: int,
+               max_worker_cpus: float, small: float = 0.1) -> tuple[float, float]:
+    """(CPUs of each small actor, CPUs of each worker) when the learner takes `learner_cpus`,
+    two small actors (replay, evaluator) take `small` each and the workers share the rest,
+    at most `max_worker_cpus` each. ValueError if the learner and the small actors do not fit.
+
+    Logical CPUs only decide where actors may run (Ray would otherwise wait forever for an
+    actor it cannot place); the operating system shares the real cores between all of them,
+    so fractions are how a learner, a replay actor and several workers fit on a 2-core laptop.
+    """
+    free = total_cpus - learner_cpus - 2 * small
+    if free <= 0:
+        raise ValueError(f"the Ray cluster has {total_cpus:g} CPUs: too few for the learner "
+                         f"({learner_cpus:g}) and the replay and evaluation actors")
+    return small, math.floor(min(max_worker_cpus, free / num_workers) * 1000) / 1000
+
+
+def actor_resources(cfg: DistributedConfig, cluster: dict) -> dict[str, float]:
+    """Logical CPUs per actor (and the learner's GPU when the cluster has one); the parameter
+    server takes none (it mostly waits)."""
+    small, worker = share_cpus(cluster.get("CPU", 1), cfg.learner_cpus, cfg.num_workers,
+                               cfg.worker_cpus)
+    return {"learner": cfg.learner_cpus, "learner_gpus": 1 if cluster.get("GPU", 0) >= 1 else 0,
+            "replay": small, "evaluator": small, "worker": worker}
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver
+# ---------------------------------------------------------------------------------------------
+
+class DistributedTrainer(Trainer):
+    """Starts the actors, hands out work in chunks, books what finishes, one row per iteration.
+
+    The driver never waits on one actor: `ray.wait` returns whichever task finishes first (a
+    worker's chunk of env steps, a learner's chunk of updates, a snapshot, an evaluation), the
+    driver books it and hands out new work. The learner gets exactly the updates that
+    `updates_due()` allows, and the workers pause while it is more than `max_lag_updates`
+    behind: on a small machine the workers would otherwise outrun the learner.
+
+    Each iteration starts by asking the learner for a snapshot (it runs after the updates
+    already queued), has the evaluator score it while training goes on, and ends when the
+    evaluation is back and `eval_every_s` have passed.
+
+    | attribute        | meaning                                                        |
+    | ---------------- | -------------------------------------------------------------- |
+    | `workers`        | the worker actor handles (kill one to watch it restart)        |
+    | `worker_nodes`   | the Ray node id each worker started on                         |
+    | `worker_returns` | per worker: a list of (env_steps, episode return)              |
+    | `pids`           | each worker's process id, as last seen                         |
+    """
+
+    Worker: ClassVar[type]                # the ray.remote worker class
+    Learner: ClassVar[type]               # the ray.remote learner class
+    worker_name: ClassVar[str] = "worker"  # what the algorithm calls a worker, for messages
+
+    def __init__(self, config: DistributedConfig, restore: dict | None = None):
+        super().__init__(config, restore)
+        cfg = self.cfg
+        if cfg.num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {cfg.num_workers}")
+        env = make_env(cfg.env_id)
+        self.check_env(env)
+        self.dims = env_dims(env)
+        env.close()
+        init_ray()
+        res = self.resources = actor_resources(cfg, ray.cluster_resources())
+        prefix = f"{self.algo}-{uuid.uuid4().hex[:8]}"   # workers find these actors by name
+        self.replay = ReplayActor.options(name=f"{prefix}-replay", num_cpus=res["replay"]).remote(
+            cfg.buffer_size, self.transition_spec(), seed=self.seed("replay"),
+            **self.replay_options())
+        self.params = ParameterServer.options(name=f"{prefix}-params").remote()
+        self.learner = self.Learner.options(num_cpus=res["learner"],
+                                            num_gpus=res["learner_gpus"]).remote(
+            cfg, self.dims, prefix, restore["learner"] if restore else None, self.seed("learner"))
+        self.learner_device = ray.get(self.learner.ready.remote())   # first weights published
+        self.workers = [self.Worker.options(
+            num_cpus=res["worker"], scheduling_strategy="SPREAD",   # across a cluster's nodes
+            max_restarts=cfg.max_worker_restarts, max_task_retries=-1).remote(
+                i, cfg, prefix, self.seed("worker", i), **self.worker_options(i))
+            for i in range(cfg.num_workers)]
+        self.evaluator = Evaluator.options(num_cpus=res["evaluator"]).remote(
+            *self.evaluation_functions())
+        # the process ids, to notice restarts (this also waits until every worker is up)
+        self.pids: list[int] = ray.get([w.pid.remote() for w in self.workers])
+        self.worker_nodes = ray.get([w.node_id.remote() for w in self.workers])
+        self.worker_returns: list[list[tuple[int, float]]] = [[] for _ in self.workers]
+        self.lost = [0] * cfg.num_workers     # chunks lost in a row, per worker
+        self.resend_at = [0.0] * cfg.num_workers
+        self.tasks: dict[ray.ObjectRef, tuple[str, int]] = {}   # in flight: (role, worker)
+        self.updates_submitted = self.counters["learner_updates"]
+
+    # -- handing out work ---------------------------------------------------------------
+
+    def _running(self, role: str, index: int = 0) -> int:
+        """How many tasks of `role` (for worker `index`) are in flight."""
+        return sum(1 for r, i in self.tasks.values() if (r, i) == (role, index))
+
+    def _schedule(self) -> None:
+        """Give the learner the updates now due; let workers play unless the learner is behind."""
+        cfg, c = self.cfg, self.counters
+        due = self.updates_due()
+        # two learner tasks queued at most, so the learner never waits for the driver
+        while self._running("learn") < 2 and self.updates_submitted < due:
+            n = min(cfg.learner_chunk, due - self.updates_submitted)
+            self.tasks[self.learner.train.remote(n)] = ("learn", 0)
+            self.updates_submitted += n
+        if due - c["learner_updates"] > cfg.max_lag_updates:
+            return                                # the learner is behind: workers wait
+        now = time.perf_counter()
+        for i, worker in enumerate(self.workers):
+            if not self._running("collect", i) and now >= self.resend_at[i]:
+                self.tasks[worker.run.remote(cfg.worker_chunk)] = ("collect", i)
+
+    def _book(self, ref: ray.ObjectRef) -> None:
+        """Record a finished task. A worker's own error (a non-finite observation, say)
+        reaches the caller as itself, with its one-line message."""
+        role, i = self.tasks.pop(ref)
+        if role == "collect":
+            self._book_collect(ref, i)
+            return
+        out = get_result(ref)
+        if role == "learn":
+            self.counters["learner_updates"] = out.pop("updates")
+            self._learn_infos.append(out)
+        elif role == "snapshot":
+            self._evaluating = self.snapshot(out["state"], out["weights"], out["updates"])
+            self._evaluate_next()
+        else:                                     # an evaluation's returns
+            self._evaluating.returns += out
+            self._evaluate_next()
+
+    def _evaluate_next(self) -> None:
+        """Send the snapshot's next evaluation, or mark it scored."""
+        request = self.next_evaluation(self._evaluating)
+        if request is None:
+            self._scored = self._evaluating
+        else:
+            episodes, seed = request
+            ref = self.evaluator.evaluate.remote(self._evaluating.weights, episodes, seed)
+            self.tasks[ref] = ("evaluate", 0)
+
+    def _book_collect(self, ref: ray.ObjectRef, i: int) -> None:
+        c = self.counters
+        try:
+            out = get_result(ref)
+        except ray.exceptions.RayActorError as err:    # Ray gave up on the call
+            self.lost[i] += 1
+            if self.lost[i] > 3:                # restarts used up: the actor is gone
+                raise WorkerDiedError(
+                    f"{self.worker_name} {i} kept dying and Ray stopped restarting it "
+                    f"(max_worker_restarts={self.cfg.max_worker_restarts}); last error: "
+                    f"{first_line(err)}") from None
+            self.resend_at[i] = time.perf_counter() + 1.0   # soon, not in a busy loop
+            return
+        self.lost[i] = 0
+        if out["pid"] != self.pids[i]:
+            c["worker_restarts"] += 1             # a new process: Ray restarted it
+            self.pids[i] = out["pid"]
+        c["env_steps"] += out["env_steps"]
+        if out["replay_inserted"] is not None:    # counted where the transitions landed
+            c["inserted"] = max(c["inserted"], self._inserted_at_start + out["replay_inserted"])
+        c["episodes"] += len(out["episode_returns"])
+        self._train_returns += out["episode_returns"]
+        self.worker_returns[i] += [(c["env_steps"], r) for r in out["episode_returns"]]
+
+    # -- one iteration ------------------------------------------------------------------
+
+    def step(self) -> dict[str, Any]:
+        """Train for at least `eval_every_s` seconds while the evaluator scores a snapshot."""
+        cfg, c = self.cfg, self.counters
+        t0, steps0, updates0 = time.perf_counter(), c["env_steps"], c["learner_updates"]
+        self._train_returns, self._learn_infos = [], []
+        self._evaluating = self._scored = None
+        self.tasks[self.learner.snapshot.remote()] = ("snapshot", 0)
+        while self._scored is None or time.perf_counter() - t0 < cfg.eval_every_s:
+            self._schedule()
+            if not self.tasks:
+                break
+            left = max(0.0, cfg.eval_every_s - (time.perf_counter() - t0))
+            done, _ = ray.wait(list(self.tasks), num_returns=1,
+                               timeout=None if self._scored is None else left)
+            for ref in done:
+                self._book(ref)
+        extra = {key: float(np.mean([i[key] for i in self._learn_infos]))
+                 if self._learn_infos else math.nan for key in self.learner_metrics}
+        return self.row(self._scored, time.perf_counter() - t0, steps0, updates0,
+                        self._train_returns, **extra, **self.row_extras(),
+                        replay_size=min(self.stored_now, cfg.buffer_size),
+                        worker_restarts=c["worker_restarts"])
+
+    def extras(self) -> dict[str, Any]:
+        return {"worker_returns": self.worker_returns, "worker_nodes": self.worker_nodes,
+                "learner_device": self.learner_device, "resources": self.resources}
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Let the calls under way finish (a second or so), then kill the actors. Killing an
+        actor in the middle of a call would make Ray retry the call, and say so."""
+        if self.tasks:
+            ray.wait(list(self.tasks), num_returns=len(self.tasks), timeout=timeout_s)
+        for actor in [*self.workers, self.evaluator, self.learner, self.replay, self.params]:
+            ray.kill(actor)
+        self.tasks.clear()
+
+    # -- what an algorithm writes -----------------------------------------------------------
+
+    learner_metrics: ClassVar[tuple[str, ...]] = ("loss",)   # learner means shown in each row
+
+    @property
+    def sample_size(self) -> int:
+        return self.cfg.batch_size * self.cfg.sample_batches
+
+    def row_extras(self) -> dict[str, float]:
+        """The algorithm's own columns of a progress row (Ape-X: the replay ratio)."""
+        return {}
+
+    def check_env(self, env) -> None:
+        """ValueError (one line) if the algorithm cannot train on `env`."""
+
+    def transition_spec(self) -> dict:
+        raise NotImplementedError
+
+    def replay_options(self) -> dict[str, Any]:
+        """Keyword arguments of the replay actor (prioritized or not, alpha)."""
+        return {}
+
+    def worker_options(self, index: int) -> dict[str, Any]:
+        """Extra keyword arguments of worker `index` (Ape-X: its epsilon)."""
+        return {}
+
+    def evaluation_functions(self) -> tuple:
+        """(make_net, score) for the evaluator: module-level functions or partials, since
+        they travel to the evaluator's process."""
+        raise NotImplementedError

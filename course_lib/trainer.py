@@ -1,0 +1,242 @@
+"""The training skeleton every algorithm shares (DQN, Ape-X, SAC): counters, the update debt,
+seeds, and the rule that a result is only as good as the weights it scored.
+
+A trainer keeps its counters, owes the learner updates as data arrives (`updates_due`), and
+ends every iteration with an *evaluated snapshot*: the learner's state at one moment, the
+counters of that moment, and the returns of fresh greedy episodes played with exactly those
+weights. The progress row, the stop decision, the checkpoint and the returned weights all come
+from that one snapshot, so "reached 475" means the weights you get back scored 475:
+
+    snapshot = learner state + counters     (taken once per iteration)
+        -> evaluate on eval_episodes fresh episodes
+        -> goal met? confirm on confirm_episodes more fresh episodes (same weights)
+        -> row (eval_return over every episode it played), stop?, checkpoint, weights
+
+Stopping: `eval_return` is the mean over all the episodes one snapshot played (10 + 20 by
+default): a lucky 10 does not stop the run unless 20 more fresh episodes agree.
+
+Subclasses write `step()` (how to collect and learn for one iteration) and the few hooks below;
+`DQNTrainer` runs in one process, `distributed.DistributedTrainer` on Ray actors.
+
+| member             | meaning                                                              |
+| ------------------ | -------------------------------------------------------------------- |
+| `step()`           | one iteration; returns a progress row (see `row`)                    |
+| `state()`          | a checkpoint of the last evaluated snapshot                          |
+| `get_weights()`    | the policy weights of the last evaluated snapshot                    |
+| `updates_due()`    | learner updates owed so far (one rule for every algorithm)           |
+| `close()`          | release envs and actors                                              |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from course_lib.config import Config
+from course_lib.results import load_checkpoint, run_training
+
+
+@dataclasses.dataclass
+class TrainerConfig(Config):
+    """The settings every trainer has (an algorithm's config adds its own)."""
+
+    env_id: str = "CartPole-v1"       # the gymnasium environment to train on
+    hidden: tuple[int, ...] = (128, 128)  # hidden layer sizes of the networks
+    lr: float = 2e-3                  # Adam learning rate
+    gamma: float = 0.99               # discount factor
+    batch_size: int = 64              # transitions per gradient step
+    buffer_size: int = 100_000        # replay capacity (FIFO)
+    learning_starts: int = 1_000      # fresh transitions stored before the first update
+    eval_episodes: int = 10           # greedy episodes per evaluation (fresh seeds each time)
+    confirm_episodes: int = 20        # more fresh episodes of the same weights before a stop
+    target_return: float | None = 475.0  # stop: evaluated mean return reached (None: no goal)
+    max_env_steps: int | None = 100_000  # stop: env step budget (None: unlimited)
+    max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
+    seed: int = 0                     # seeds the networks, the envs and the exploration
+
+
+def check_config(cfg: TrainerConfig, sample_size: int) -> None:
+    """Refuse, in one line, a config that would fail later (at the first sample, say)."""
+    if cfg.buffer_size < sample_size:
+        raise ValueError(f"buffer_size {cfg.buffer_size} is smaller than one sample request "
+                         f"({sample_size} transitions): raise buffer_size or lower batch_size")
+    if cfg.eval_episodes < 1:
+        raise ValueError(f"eval_episodes must be >= 1, got {cfg.eval_episodes}")
+    if cfg.confirm_episodes < 0:
+        raise ValueError(f"confirm_episodes must be >= 0, got {cfg.confirm_episodes}")
+
+
+def updates_due(inserted: int, ratio: float, learning_starts: int) -> int:
+    """Learner updates owed after `inserted` transitions: `ratio` updates for every transition
+    past the first `learning_starts` (those only fill the buffer, they are owed nothing).
+
+    >>> updates_due(1_000, 0.25, 1_000), updates_due(1_400, 0.25, 1_000)
+    (0, 100)
+    """
+    return int(ratio * max(0, inserted - learning_starts))
+
+
+def derive_seed(seed: int, *stream: int | str) -> int:
+    """A seed for one named stream of randomness (`derive_seed(0, "eval", 3)`), independent
+    of every other stream: the one formula for explorers, evaluations, resumes and restarts."""
+    words = [seed, *(s if isinstance(s, int) else int.from_bytes(s.encode(), "little")
+                     for s in stream)]
+    return int(np.random.SeedSequence([w % 2**63 for w in words]).generate_state(1)[0] >> 1)
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """The learner at one moment: its state, the counters then, and its evaluation."""
+
+    counters: dict[str, Any]          # env_steps, learner_updates, time_s, ... when taken
+    state: dict[str, Any]             # the learner's state_dict (what a checkpoint holds)
+    weights: dict[str, np.ndarray]    # the policy's weights (what evaluation plays)
+    returns: list[float] = dataclasses.field(default_factory=list)   # evaluation episodes
+
+    @property
+    def version(self) -> int:
+        """The weights version: the learner updates behind these weights."""
+        return int(self.counters["learner_updates"])
+
+
+def mean_or_nan(values) -> float:
+    """The mean, or NaN for no values (a progress row's "nothing measured this time")."""
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+class Trainer(ABC):
+    """Counters, the update debt, seeds, evaluated snapshots, rows and checkpoints."""
+
+    algo: ClassVar[str] = ""
+
+    def __init__(self, config: TrainerConfig, restore: dict | None = None):
+        self.cfg = config
+        check_config(config, self.sample_size)
+        c = self.counters = {"iteration": 0, "env_steps": 0, "inserted": 0, "episodes": 0,
+                             "learner_updates": 0, "time_s": 0.0, "evaluations": 0,
+                             "starts": 0, "worker_restarts": 0}
+        if restore is not None:
+            c.update(restore["counters"])
+            c["starts"] += 1              # a resume: new random streams, fresh learning_starts
+        # the replay buffer is not in a checkpoint: each start fills it again from empty
+        self._updates_at_start, self._inserted_at_start = c["learner_updates"], c["inserted"]
+        self.evaluated: Snapshot | None = None
+        self.start = time.perf_counter() - c["time_s"]
+
+    # -- what an algorithm says about itself --------------------------------------------------
+
+    @property
+    @abstractmethod
+    def updates_per_transition(self) -> float:
+        """Learner updates owed per inserted transition (DQN: replay_ratio / batch_size)."""
+
+    @property
+    def sample_size(self) -> int:
+        """Transitions one sample request draws (the buffer must hold that many)."""
+        return self.cfg.batch_size
+
+    @abstractmethod
+    def step(self) -> dict[str, Any]:
+        """One iteration: collect, learn, evaluate a snapshot; returns `self.row(...)`."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release envs and actors."""
+
+    # -- the shared rules ---------------------------------------------------------------------
+
+    @property
+    def stored_now(self) -> int:
+        """Transitions inserted since this start (the buffer's fill, up to its capacity)."""
+        return self.counters["inserted"] - self._inserted_at_start
+
+    def updates_due(self) -> int:
+        """Learner updates owed now. One rule for every algorithm, also after a resume: the
+        learner waits until this start has stored max(learning_starts, one sample request)
+        transitions, then owes `updates_per_transition` for every transition after that."""
+        starts = max(self.cfg.learning_starts, self.sample_size)
+        return self._updates_at_start + updates_due(self.stored_now,
+                                                    self.updates_per_transition, starts)
+
+    def seed(self, *stream: int | str) -> int:
+        """A seed for `stream` in this start of the run (a resume gets new ones)."""
+        return derive_seed(self.cfg.seed, self.counters["starts"], *stream)
+
+    def snapshot(self, state: dict, weights: dict, learner_updates: int) -> Snapshot:
+        """A snapshot with the counters of now (conservative: every env step counted so far,
+        every second so far) and the learner's own update count."""
+        counters = {**self.counters, "learner_updates": int(learner_updates),
+                    "time_s": time.perf_counter() - self.start}
+        return Snapshot(counters, state, weights)
+
+    def next_evaluation(self, snapshot: Snapshot) -> tuple[int, int] | None:
+        """(episodes, seed) of the evaluation `snapshot` needs next, or None once it is scored.
+
+        First `eval_episodes`; if their mean meets the goal, `confirm_episodes` more of the
+        same weights. Every evaluation gets seeds no other evaluation used."""
+        cfg, played = self.cfg, len(snapshot.returns)
+        if played == 0:
+            episodes = cfg.eval_episodes
+        elif (played == cfg.eval_episodes and cfg.confirm_episodes > 0
+              and cfg.target_return is not None and np.mean(snapshot.returns) >= cfg.target_return):
+            episodes = cfg.confirm_episodes
+        else:
+            return None
+        self.counters["evaluations"] += 1
+        return episodes, derive_seed(cfg.seed, "evaluation", self.counters["evaluations"])
+
+    def row(self, snapshot: Snapshot, elapsed: float, steps0: int, updates0: int,
+            train_returns: list[float], **extra) -> dict[str, Any]:
+        """The progress row of an iteration that evaluated `snapshot`: its counters and score,
+        plus this iteration's throughput. Records `snapshot` as the one to save and return."""
+        c, s = self.counters, snapshot.counters
+        c["iteration"] += 1
+        self.evaluated = snapshot
+        return {
+            "iteration": c["iteration"], "time_s": s["time_s"], "env_steps": s["env_steps"],
+            "learner_updates": s["learner_updates"],
+            "eval_return": float(np.mean(snapshot.returns)),
+            "train_return": mean_or_nan(train_returns), "episodes": s["episodes"],
+            "eval_episodes": len(snapshot.returns),
+            "wall_s": time.perf_counter() - self.start,   # when this row's evaluation ended
+            "env_steps_per_s": (c["env_steps"] - steps0) / elapsed,
+            "updates_per_s": (c["learner_updates"] - updates0) / elapsed,
+            **extra,
+        }
+
+    def state(self) -> dict[str, Any]:
+        """A checkpoint of the last evaluated snapshot: its learner state and its counters
+        (a resume continues from exactly the weights that were scored)."""
+        snap, c = self.evaluated, self.counters
+        if snap is None:
+            raise RuntimeError("nothing evaluated yet: call step() before state()")
+        counters = {**snap.counters, **{k: c[k] for k in ("iteration", "evaluations", "starts",
+                                                          "worker_restarts")}}
+        return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
+                "iteration": c["iteration"], "counters": counters, "learner": snap.state,
+                "weights_version": snap.version,
+                "eval_return": float(np.mean(snap.returns)), "eval_episodes": len(snap.returns)}
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The policy weights of the last evaluated snapshot."""
+        if self.evaluated is None:
+            raise RuntimeError("nothing evaluated yet: call step() before get_weights()")
+        return self.evaluated.weights
+
+
+def train_with(trainer_class, config, progress=None, run=None, restore=None):
+    """Run `trainer_class(config, restore)` through `results.run_training`; a TrainResult.
+
+    `progress`: True for a live display (notebook) or bar (terminal), or a callable given each
+    row. `run`: a `results.Run` that logs rows and writes checkpoints. `restore`: a checkpoint
+    (path or loaded dict) to continue from; its algorithm and env must match.
+    """
+    if isinstance(restore, str | os.PathLike):
+        restore = load_checkpoint(restore, algo=trainer_class.algo, env_id=config.env_id)
+    return run_training(trainer_class(config, restore), config, progress=progress, run=run)
