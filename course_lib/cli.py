@@ -313,10 +313,10 @@ def evaluate(args) -> int:
     env.close()
     mean, std = float(sum(returns) / len(returns)), _std(returns)
     version = checkpoint.get("weights_version", checkpoint["counters"].get("learner_updates"))
-    scored = (f"; scored {checkpoint['eval_return']:.1f} over {checkpoint['eval_episodes']} "
-              "episodes in training" if "eval_return" in checkpoint else "")
+    scored = (f"; training scored {checkpoint['eval_return']:.1f} over "
+              f"{checkpoint['eval_episodes']} episodes" if "eval_return" in checkpoint else "")
     print(f"{meta['algo']} {meta['env_id']} {Path(meta['path']).name} (weights version "
-          f"{version}: after {version:,} learner updates{scored}): mean return "
+          f"{version}, the learner's update count{scored}): mean return "
           f"{mean:.1f} +- {std:.1f} over {len(returns)} episodes "
           f"(min {min(returns):.1f}, max {max(returns):.1f})")
     if args.render:

@@ -218,7 +218,7 @@ class DistributedTrainer(Trainer):
             out = get_result(ref)
         except ray.exceptions.RayActorError as err:    # Ray gave up on the call
             self.lost[i] += 1
-            if self.lost[i] > 3:                # restarts used up: the actor is gone
+            if self.lost[i] > 3:    # lost again and again after Ray gave up: the actor is gone
                 raise WorkerDiedError(
                     f"{self.worker_name} {i} kept dying and Ray stopped restarting it "
                     f"(max_worker_restarts={self.cfg.max_worker_restarts}); last error: "
@@ -247,9 +247,10 @@ class DistributedTrainer(Trainer):
         self.tasks[self.learner.snapshot.remote()] = ("snapshot", 0)
         while self._scored is None or time.perf_counter() - t0 < cfg.eval_every_s:
             self._schedule()
-            if not self.tasks:
-                break
             left = max(0.0, cfg.eval_every_s - (time.perf_counter() - t0))
+            if not self.tasks:                    # only a worker waiting to be resent
+                time.sleep(min(left, 0.1))
+                continue
             done, _ = ray.wait(list(self.tasks), num_returns=1,
                                timeout=None if self._scored is None else left)
             for ref in done:

@@ -266,6 +266,17 @@ def test_restore_through_the_command_line_continues_the_counters(capsys, tmp_pat
     assert params["config"]["hidden"] == [16]                 # the checkpoint's config
 
 
+def test_help_config_lists_every_key_with_its_meaning(capsys):
+    from course_lib.sac import SACConfig
+
+    assert cli.main(["train", "--algo", "sac", "--help-config"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(SACConfig().to_dict())
+    [tau] = [line for line in lines if line.startswith("tau ")]
+    assert tau.split()[1:3] == ["float", "0.05"] and "Polyak" in tau
+    assert all(len(line.split()) >= 4 for line in lines)        # every key has a meaning
+
+
 def test_evaluate_reports_mean_and_std(capsys, dqn_checkpoint):
     assert cli.main(["evaluate", str(dqn_checkpoint), "--episodes", "3"]) == 0
     out = capsys.readouterr().out
@@ -349,4 +360,6 @@ def test_end_to_end_apex_run_in_quick_mode(tmp_path, capsys, ray_local):
     assert meta["algo"] == "apex" and meta["counters"]["env_steps"] == int(rows[-1]["env_steps"])
 
     assert cli.main(["evaluate", str(run), "--episodes", "2"]) == 0
-    assert capsys.readouterr().out.startswith(f"apex CartPole-v1 {checkpoints[-1].name}: mean")
+    out = capsys.readouterr().out
+    assert out.startswith(f"apex CartPole-v1 {checkpoints[-1].name} (weights version "
+                          f"{meta['weights_version']}, ")

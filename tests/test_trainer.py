@@ -1,0 +1,261 @@
+"""The shared trainer skeleton: evaluated snapshots, fresh evaluation seeds, the update debt,
+start-up, counting where transitions land, restarts, and refusing bad configs early."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import ray
+import torch
+
+from course_lib import apex, dqn, envs, results, sac
+from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.distributed import WorkerDiedError
+from course_lib.dqn import DQNConfig, DQNLearner, DQNTrainer
+from course_lib.nets import set_weights
+from course_lib.param_server import ParameterServer
+from course_lib.trainer import Snapshot, Trainer, TrainerConfig, derive_seed, updates_due
+
+
+class Stub(Trainer):
+    """The skeleton alone: no env, no learner."""
+
+    algo = "stub"
+    updates_per_transition = 0.25
+
+    def step(self):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+
+def test_updates_due_owes_nothing_for_the_transitions_that_fill_the_buffer():
+    assert updates_due(1_000, 0.25, 1_000) == 0          # (the old rule owed 250 here)
+    assert updates_due(1_400, 0.25, 1_000) == 100
+    trainer = Stub(TrainerConfig(learning_starts=1_000, batch_size=64))
+    trainer.counters["inserted"] = 999
+    assert trainer.updates_due() == 0
+    trainer.counters["inserted"] = 1_400
+    assert trainer.updates_due() == 100
+
+
+def test_after_a_resume_learning_starts_applies_again_and_the_seeds_change():
+    fresh = Stub(TrainerConfig(learning_starts=1_000))
+    counters = {**fresh.counters, "inserted": 50_000, "learner_updates": 12_000}
+    resumed = Stub(TrainerConfig(learning_starts=1_000), restore={"counters": counters})
+    assert resumed.updates_due() == 12_000               # the empty buffer is owed nothing
+    resumed.counters["inserted"] += 999
+    assert resumed.updates_due() == 12_000
+    resumed.counters["inserted"] += 401
+    assert resumed.updates_due() == 12_000 + 100
+    assert resumed.seed("worker", 0) != fresh.seed("worker", 0)
+    assert derive_seed(0, "evaluation", 1) != derive_seed(0, "evaluation", 2)
+
+
+def test_each_evaluation_gets_fresh_seeds_and_a_goal_is_confirmed_on_more_episodes():
+    trainer = Stub(TrainerConfig(eval_episodes=10, confirm_episodes=20, target_return=100.0))
+    low = Snapshot({}, {}, {})
+    episodes, seed1 = trainer.next_evaluation(low)
+    assert episodes == 10
+    low.returns = [50.0] * 10                            # below the goal: scored
+    assert trainer.next_evaluation(low) is None
+    high = Snapshot({}, {}, {})
+    _, seed2 = trainer.next_evaluation(high)
+    high.returns = [120.0] * 10                          # goal met on 10: 20 more, same weights
+    episodes, seed3 = trainer.next_evaluation(high)
+    assert episodes == 20
+    high.returns += [90.0] * 20
+    assert trainer.next_evaluation(high) is None
+    assert len({seed1, seed2, seed3}) == 3               # no evaluation replays another's seeds
+    assert trainer.counters["evaluations"] == 3
+
+
+@pytest.mark.parametrize("config", [DQNConfig, ApexConfig, sac.SACConfig])
+def test_a_buffer_smaller_than_one_sample_is_refused_at_the_start(config):
+    cfg = config().updated({"buffer_size": 100, "batch_size": 128})
+    trainer_class = {DQNConfig: DQNTrainer, ApexConfig: ApexTrainer,
+                     sac.SACConfig: sac.SACTrainer}[config]
+    with pytest.raises(ValueError, match="buffer_size 100 is smaller than one sample"):
+        trainer_class(cfg)                               # before any env, actor or Ray start
+
+
+def test_dqn_saves_and_returns_exactly_the_weights_it_scored():
+    cfg = DQNConfig().updated({"max_env_steps": 600, "learning_starts": 200,
+                               "steps_per_iteration": 300, "eval_episodes": 3,
+                               "hidden": (16,), "batch_size": 32, "target_return": None})
+    trainer = DQNTrainer(cfg)
+    try:
+        first, second = trainer.step(), trainer.step()
+        state, weights = trainer.state(), trainer.get_weights()
+    finally:
+        trainer.close()
+    assert state["weights_version"] == second["learner_updates"] == state["learner"]["updates"]
+    assert state["counters"]["env_steps"] == second["env_steps"]
+    for name, value in weights.items():
+        np.testing.assert_array_equal(state["learner"]["online"][name].numpy(), value)
+    # replaying those weights on the evaluation's own seeds gives the row's score exactly
+    net = dqn.make_q_net(cfg.env_id, cfg.hidden)
+    set_weights(net, weights)
+    seed = derive_seed(cfg.seed, "evaluation", state["counters"]["evaluations"])
+    again = dqn.evaluate_greedy(net, cfg.env_id, 3, seed)
+    assert again.mean() == pytest.approx(second["eval_return"])
+    assert first["eval_return"] is not None and state["counters"]["evaluations"] == 2
+
+
+TINY_APEX = ApexConfig.preset(quick=True).updated({
+    "num_workers": 1, "hidden": (32,), "learning_starts": 200, "batch_size": 32,
+    "sample_batches": 2, "worker_chunk": 100, "learner_chunk": 20, "eval_every_s": 0.5,
+    "eval_episodes": 3, "confirm_episodes": 5, "max_env_steps": None, "max_time_s": 120.0})
+
+
+def test_apex_stops_on_a_confirmed_goal_and_saves_the_weights_that_scored(ray_local, tmp_path):
+    """Goal 9 on CartPole (any policy lasts 9 steps): the first evaluation meets it, 5 fresh
+    episodes of the same weights confirm it, and the run stops, saves and returns exactly
+    those weights: replayed on the same seeds, the checkpoint scores the row's return."""
+    cfg = TINY_APEX.updated({"target_return": 9.0})
+    run = results.Run(tmp_path / "run", checkpoint_at_end=True)
+    result = apex.train_apex(cfg, run=run)
+    run.close()
+    last = result.last
+    assert result.stopped_by == "eval_return" and last["eval_episodes"] == 3 + 5
+    checkpoint = results.load_checkpoint(result.checkpoint)
+    assert checkpoint["weights_version"] == last["learner_updates"]
+    assert checkpoint["counters"]["env_steps"] == last["env_steps"]
+    meta = json.loads((result.checkpoint / results.META_FILE).read_text())
+    assert meta["eval_return"] == pytest.approx(last["eval_return"])
+    for name, value in result.weights.items():
+        np.testing.assert_array_equal(checkpoint["learner"]["online"][name].numpy(), value)
+    policy = dqn.make_q_net(cfg.env_id, cfg.hidden)
+    policy.load_state_dict(checkpoint["learner"]["online"])
+    k = checkpoint["counters"]["evaluations"]
+    replayed = np.concatenate([
+        dqn.evaluate_greedy(policy, cfg.env_id, 3, derive_seed(cfg.seed, "evaluation", k - 1)),
+        dqn.evaluate_greedy(policy, cfg.env_id, 5, derive_seed(cfg.seed, "evaluation", k))])
+    assert replayed.mean() == pytest.approx(last["eval_return"])
+
+
+def test_a_worker_never_acts_without_the_learners_weights(ray_local):
+    """The learner's first publish is awaited before any worker starts; a worker that finds
+    no weights refuses to start instead of acting on its own random network."""
+    server = ParameterServer.options(name="nothing-params").remote()
+    replay = ray.remote(object).options(name="nothing-replay").remote()
+    try:
+        with pytest.raises(RuntimeError, match="before the learner published"):
+            apex.Explorer.__ray_actor_class__(0, TINY_APEX, "nothing", 0, epsilon=0.1)
+    finally:
+        ray.kill(server)
+        ray.kill(replay)
+
+
+def test_inserted_transitions_are_counted_where_they_land(ray_local):
+    """The driver takes the replay actor's own count, which a lost or resent chunk cannot
+    inflate or lose; results that arrive out of order never lower it."""
+    trainer = ApexTrainer.__new__(ApexTrainer)            # the counting, without actors
+    Trainer.__init__(trainer, TINY_APEX)
+    trainer.pids, trainer.lost, trainer.worker_returns = [1, 2], [0, 0], [[], []]
+    trainer._train_returns = []
+
+    def book(i, inserted):
+        out = {"env_steps": 100, "episode_returns": [], "pid": i + 1, "replay_inserted": inserted}
+        trainer._book_collect(ray.put(out), i)
+
+    book(0, 150)
+    book(1, 120)                   # worker 1's last add landed before worker 0's
+    assert trainer.counters["inserted"] == 150
+    book(1, None)                  # sent nothing this chunk
+    assert trainer.counters["inserted"] == 150 and trainer.counters["env_steps"] == 300
+
+
+class CrashingExplorer(apex.Explorer.__ray_actor_class__):
+    """An explorer whose process dies after 30 env steps, every time."""
+
+    def act(self, obs):
+        if self.steps >= 30:
+            os._exit(1)
+        return super().act(obs)
+
+
+class CrashingApex(ApexTrainer):
+    Worker = ray.remote(CrashingExplorer)
+
+
+def test_a_worker_that_keeps_dying_ends_the_run_with_one_line(ray_local):
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers import it
+    try:
+        trainer = CrashingApex(TINY_APEX.updated({"max_worker_restarts": 1}))
+        try:
+            with pytest.raises(WorkerDiedError, match="explorer 0 kept dying") as info:
+                for _ in range(60):
+                    trainer.step()
+        finally:
+            trainer.close()
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert "\n" not in str(info.value) and "max_worker_restarts=1" in str(info.value)
+
+
+def test_sac_rollout_workers_restart_like_explorers(ray_local):
+    cfg = sac.SACConfig.preset(quick=True).updated({
+        "num_workers": 1, "hidden": (16, 16), "start_steps": 100, "learning_starts": 200,
+        "batch_size": 32, "worker_chunk": 50, "eval_every_s": 0.5, "eval_episodes": 1})
+    trainer = sac.SACTrainer(cfg)
+    try:
+        trainer.step()
+        old_pid = trainer.pids[0]
+        ray.kill(trainer.workers[0], no_restart=False)
+        for _ in range(40):
+            row = trainer.step()
+            if trainer.pids[0] != old_pid:
+                break
+        assert row["worker_restarts"] == 1 and trainer.pids[0] != old_pid
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "CliffWalking-v1", "Blackjack-v1"])
+def test_discrete_observations_become_float_vectors(env_id):
+    env = envs.make_env(env_id)
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == np.float32 and obs.ndim == 1
+    net = dqn.DuelingQNet(*envs.env_dims(env), (8,))
+    net(torch.as_tensor(obs)[None])                      # (int64 one-hots raised here)
+    env.close()
+
+
+def test_apex_trains_on_frozen_lake_through_the_command_line(tmp_path, ray_local):
+    address = ray_local.get_runtime_context().gcs_address
+    proc = subprocess.run(
+        [sys.executable, "-m", "course_lib", "train", "--algo", "apex", "--env", "FrozenLake-v1",
+         "--num-workers", "1", "--stop", '{"eval_return": null, "env_steps": 600}',
+         "--config", '{"learning_starts": 200, "hidden": [16]}', "--quiet",
+         "--results-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=240,
+        env={**os.environ, "RAY_ADDRESS": address})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("apex FrozenLake-v1: finished the env_steps budget")
+
+
+def test_adam_is_fused_only_where_the_device_supports_it():
+    assert DQNLearner(4, 2, (8,), device="cpu").optimizer.defaults["fused"] is True
+    assert DQNLearner(4, 2, (8,), device="meta").optimizer.defaults["fused"] is False
+
+
+def test_the_sac_evaluation_closes_every_env_it_makes(monkeypatch):
+    made, closed = [], []
+
+    def tracking_make_env(env_id, **kwargs):
+        env = envs.make_env.__wrapped__(env_id, **kwargs)
+        close = env.close
+        env.close = lambda: (closed.append(env), close())
+        made.append(env)
+        return env
+
+    tracking_make_env.__wrapped__ = envs.make_env
+    monkeypatch.setattr(sac, "make_env", tracking_make_env)
+    monkeypatch.setattr(envs, "make_env", tracking_make_env)
+    sac.deterministic_returns(sac.SquashedGaussianActor(3, 1, (8,)), "Pendulum-v1", 2, seed=0)
+    assert len(made) == 3 and len(closed) == len(made)    # one for the bounds, two episodes
