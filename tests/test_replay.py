@@ -152,10 +152,12 @@ def test_every_parent_holds_the_sum_and_min_of_its_children(capacity, track_min,
 
 
 @settings(max_examples=80, deadline=None)
-@given(capacity=st.integers(1, 40), alpha=st.sampled_from([0.0, 0.6, 1.0]), data=st.data())
-def test_trees_agree_with_the_priorities_after_random_adds_and_updates(capacity, alpha, data):
+@given(capacity=st.integers(1, 40), alpha=st.sampled_from([0.0, 0.6, 1.0]),
+       weight_norm=st.sampled_from(["batch", "buffer"]), data=st.data())
+def test_trees_agree_with_the_priorities_after_random_adds_and_updates(capacity, alpha,
+                                                                       weight_norm, data):
     """A plain dict model (id -> q) against the buffer, stale and duplicate updates included."""
-    buffer = PrioritizedReplayBuffer(capacity, SPEC, alpha=alpha)
+    buffer = PrioritizedReplayBuffer(capacity, SPEC, alpha=alpha, weight_norm=weight_norm)
     q_by_id, max_q = {}, 1.0
     priority = st.floats(0, 100)
     for _ in range(data.draw(st.integers(1, 8))):
@@ -186,7 +188,10 @@ def test_trees_agree_with_the_priorities_after_random_adds_and_updates(capacity,
         np.testing.assert_allclose(buffer.tree.leaves(stored_ids % capacity), expected,
                                    rtol=1e-15)
         assert buffer.tree.total == pytest.approx(expected.sum(), rel=1e-12)
-        assert buffer.tree.min == (expected.min() if len(expected) else np.inf)
+        if weight_norm == "buffer":  # only buffer-wide normalisation keeps a min tree
+            assert buffer.tree.min == (expected.min() if len(expected) else np.inf)
+        else:
+            assert buffer.tree.mins is None
         assert buffer.max_priority == max_q
 
 
@@ -211,9 +216,9 @@ def test_sampling_frequencies_follow_priority_to_the_alpha():
     assert chi_square(p / p.sum()) > 1000   # the test can tell alpha=0.6 from alpha=1
 
 
-def test_importance_weights_match_a_hand_computation():
+def test_buffer_normalised_weights_match_a_hand_computation():
     p, alpha, beta = np.array([1.0, 2.0, 3.0, 4.0, 0.0]), 0.6, 0.4
-    buffer = PrioritizedReplayBuffer(5, SPEC, alpha=alpha, seed=0)
+    buffer = PrioritizedReplayBuffer(5, SPEC, alpha=alpha, seed=0, weight_norm="buffer")
     buffer.add(make_batch(0, 5), p)
     batch = buffer.sample(5, beta=beta)
     q = (p + EPS) ** alpha
@@ -229,7 +234,7 @@ def test_batch_normalised_weights_divide_by_the_batchs_largest_weight():
     """weight_norm="batch": w_i = (q_i / min over the batch of q)^-beta, so each batch's
     largest weight is exactly 1, whatever the rest of the buffer holds."""
     p, alpha, beta = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]), 0.6, 0.4
-    buffer = PrioritizedReplayBuffer(8, SPEC, alpha=alpha, seed=1, weight_norm="batch")
+    buffer = PrioritizedReplayBuffer(8, SPEC, alpha=alpha, seed=1)     # "batch" is the default
     buffer.add(make_batch(0, 8), p)
     q = (p + EPS) ** alpha
     for _ in range(20):
@@ -366,7 +371,7 @@ def test_nstep_transitions_stack_into_a_prioritized_buffer():
 
 
 @pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer,
-                                 functools.partial(PrioritizedReplayBuffer, weight_norm="batch")])
+                                 functools.partial(PrioritizedReplayBuffer, weight_norm="buffer")])
 def test_save_load_round_trip(cls, tmp_path):
     buffer = cls(7, SPEC)
     cls = type(buffer)
