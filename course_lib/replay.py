@@ -234,7 +234,8 @@ class ReplayBuffer:
 
 
 class SumMinTree:
-    """A sum tree and (optionally) a min tree over `capacity` leaves, updated in batches.
+    """A sum tree and (optionally) a min tree over `capacity` leaves, updated and searched in
+    batches.
 
     Both trees are complete binary trees stored in flat float64 arrays: node 1 is the root,
     node i has children 2i and 2i+1, and leaf `slot` is node L + slot, where L is the power
@@ -245,7 +246,7 @@ class SumMinTree:
 
     Empty leaves hold 0 in the sum tree and +inf in the min tree. Level k of the tree is
     nodes [2^k, 2^(k+1)); the leaves are level `depth`. With `track_min=False` there is no
-    min tree (`mins` is None), and every update costs half as much.
+    min tree (`mins` is None) and updates only recompute sums, about half the work.
     """
 
     #: `set` recomputes a whole level when it has at most this many nodes per updated leaf
