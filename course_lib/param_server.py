@@ -239,6 +239,7 @@ class ParameterServer(ParameterStore):
         return version, self._refs[name][1]     # inside a tuple: Ray passes the ref, not data
 
     def load(self, path: str | os.PathLike) -> list[str]:
+        """`ParameterStore.load`, then forget the cached objects of the versions before it."""
         names = super().load(path)
         self._refs.clear()          # release the old objects; every loaded version is new
         return names
