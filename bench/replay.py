@@ -5,14 +5,18 @@
 Part 1, one process, the Ape-X access pattern at capacity 2**20 with CartPole transitions
 (obs/next_obs 4 float32, action int64, reward float32, terminated bool), both buffers filled
 first: add a 50-transition batch with priorities, sample 512 (with importance weights),
-update 512 priorities. Ours and cpprb alternate call by call so that load from other
-processes hits both alike. Medians; "ours/cpprb" is the time ratio (<= 1.0: we are as fast).
+update 512 priorities (ours: `PrioritizedReplayBuffer` with its defaults, so sample includes
+the importance weights as the learner gets them; cpprb's sample always computes them). Ours
+and cpprb alternate call by call so that load from other processes hits both alike. Medians;
+"ours/cpprb" is the time ratio of each operation (<= 1.0: we are as fast).
 
 Part 2, Ray: a ReplayActor and 2 explorer actors, each pushing the same 50-transition batch
 as fast as it can with up to 8 adds in flight (ray.wait), for a few seconds; the ingest rate
 is transitions stored per second of wall time.
 
-Targets: sample+update ratio <= 1.0; add >= 300K transitions/s; Ray ingest >= 25K/s.
+Targets: add, sample and update each at ratio <= 1.0 against cpprb; Ray ingest >= 25K/s.
+The ratios move with the machine's load (cpprb's C++ loops suffer less from it than our numpy
+calls): compare runs on a quiet machine.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ SPEC = transition_spec(obs_shape=(4,))
 CPPRB_ENV = {"obs": {"shape": 4, "dtype": np.float32}, "action": {"dtype": np.int64},
              "reward": {"dtype": np.float32}, "next_obs": {"shape": 4, "dtype": np.float32},
              "terminated": {"dtype": np.bool_}}
-TARGETS = {"sample+update ours/cpprb": 1.0, "add transitions/s": 300_000,
+RATIO_TARGETS = {"add": 1.0, "sample": 1.0, "update": 1.0}   # ours/cpprb, each operation
+TARGETS = {**{f"{op} ours/cpprb": ratio for op, ratio in RATIO_TARGETS.items()},
            "ray ingest transitions/s": 25_000}
 
 
@@ -180,9 +185,9 @@ def run_ray_part(config: dict) -> dict:
 
 
 def check_targets(buffers: list[dict], ingest: dict | None) -> dict:
+    """{target name: {value, target, met}}: each operation's ratio, and the Ray ingest rate."""
     by_name = {row["operation"].split(" ")[0]: row for row in buffers}
-    values = {"sample+update ours/cpprb": (by_name["sample+update"]["ours/cpprb"], "<="),
-              "add transitions/s": (by_name["add"]["ours_transitions_per_s"], ">=")}
+    values = {f"{op} ours/cpprb": (by_name[op]["ours/cpprb"], "<=") for op in RATIO_TARGETS}
     if ingest and "error" not in ingest:
         values["ray ingest transitions/s"] = (ingest["transitions_per_s"], ">=")
     return {name: {"value": float(value), "target": TARGETS[name],

@@ -20,8 +20,11 @@ Two layers, so the logic can be tested without Ray:
   re-raises the original exception with its one-line message.
 
 Versions count updates of a name: the first push gives version 1, every push or gradient step
-adds one. `pull(name, known_version)` returns `(version, None)` when the caller is up to date,
-so a worker that polls every episode only copies weights that changed.
+adds one, and a name's version never goes backwards, not even when `load` drops it or brings
+it back. `pull(name, known_version)` returns `(version, None)` when the caller is up to date,
+so a worker that polls every episode only copies weights that changed. Stored arrays are never
+changed in place (a gradient step builds new ones), so weights already pulled stay as they
+were.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class ParameterStore:
 
     def __init__(self):
         self._weights: dict[str, Weights] = {}
+        # the newest version of every name ever held, including names a `load` dropped: a
+        # name pushed or loaded again continues from here, so its versions never repeat
         self._versions: dict[str, int] = {}
 
     # -- reading ---------------------------------------------------------------------------
@@ -75,7 +80,8 @@ class ParameterStore:
     def pull(self, name: str, known_version: int = -1) -> tuple[int, Weights | None]:
         """(version, weights), or (version, None) if the caller already has this version.
 
-        The weights are the store's own arrays: copy them before changing them in place.
+        The weights are the store's own arrays, which it never changes afterwards (updates
+        build new arrays); copy them before changing them in place yourself.
         """
         version = self.version(name)
         if version == known_version:
@@ -101,13 +107,18 @@ class ParameterStore:
         return self._versions[name]
 
     def push_gradients(self, name: str, grads: Weights, lr: float) -> int:
-        """One SGD step on the stored weights, w <- w - lr * g for every key; new version."""
+        """One SGD step on the stored weights, w <- w - lr * g for every key; new version.
+
+        The step writes new arrays (copy-on-write): a caller still holding the previous
+        version's arrays from `pull` keeps exactly what it pulled.
+        """
         self._check_known(name)
         weights = self._weights[name]
         grads = {key: np.asarray(value) for key, value in _as_dict(grads, "grads").items()}
         _check_same_layout(name, weights, grads, "push_gradients")
-        for key, w in weights.items():
-            w -= lr * grads[key]            # in place on our own copy; keeps w's dtype
+        # not `w -= ...`: that would change arrays that pull() has already handed out
+        self._weights[name] = {key: (w - lr * grads[key]).astype(w.dtype, copy=False)
+                               for key, w in weights.items()}
         self._versions[name] += 1
         return self._versions[name]
 
@@ -140,13 +151,16 @@ class ParameterStore:
     def load(self, path: str | os.PathLike) -> list[str]:
         """Replace the contents with a file written by `save`; returns the names loaded.
 
-        Loaded versions are the saved ones, except that a name this store already holds moves
-        to a version above its current one, so callers who pulled before notice the change.
+        Loaded versions are the saved ones, except that a name this store holds or ever held
+        moves to a version above the last one it had, so callers who pulled before notice the
+        change. Names not in the file are dropped; if pushed again, they continue from their
+        last version instead of restarting at 1.
         """
         weights, versions = read_parameter_file(path)
         for name in versions:
             versions[name] = max(versions[name], self._versions.get(name, 0) + 1)
-        self._weights, self._versions = weights, versions
+        self._weights = weights
+        self._versions.update(versions)     # update, not replace: dropped names keep theirs
         return self.names()
 
     def _check_known(self, name: str) -> None:
@@ -223,6 +237,12 @@ class ParameterServer(ParameterStore):
         if self._refs.get(name, (None,))[0] != version:
             self._refs[name] = (version, ray.put(weights))
         return version, self._refs[name][1]     # inside a tuple: Ray passes the ref, not data
+
+    def load(self, path: str | os.PathLike) -> list[str]:
+        """`ParameterStore.load`, then forget the cached objects of the versions before it."""
+        names = super().load(path)
+        self._refs.clear()          # release the old objects; every loaded version is new
+        return names
 
 
 def get_result(ref: ray.ObjectRef):

@@ -48,7 +48,7 @@ class PGConfig(Config):
     gamma: float = 0.99               # discount factor
     lr: float = 0.003                 # Adam learning rate
     hidden: tuple[int, ...] = (64, 64)  # hidden layer sizes of the policy network
-    baseline: str = "time"            # "time": per-time-step mean return; "none": no baseline
+    baseline: str = "time"            # "time": other episodes' mean return at t; "none": 0
     normalize: bool = True            # scale advantages to zero mean, unit std per batch
     max_iterations: int = 300         # policy updates before giving up
     target_return: float = 450.0      # stop once the greedy evaluation reaches this
@@ -193,22 +193,30 @@ def advantages(returns: np.ndarray, dones: np.ndarray, baseline: str = "time",
     Subtracting a baseline that does not depend on the action leaves the gradient's expected
     value unchanged and lowers its variance. Two choices:
 
-    - `"time"`: b_t = mean of G_t over the batch's episodes that lasted at least t+1 steps.
-      In CartPole the reward-to-go depends mostly on how many steps are left, so this simple
+    - `"time"`: b_t = mean of G_t over the *other* episodes of the batch that lasted at least
+      t+1 steps (a leave-one-out mean), and 0 where no other episode reached step t. In
+      CartPole the reward-to-go depends mostly on how many steps are left, so this simple
       per-time-step average removes most of the variance (no value network to train).
+      Leaving the episode's own return out keeps the baseline independent of its actions:
+      with it in, A_t would shrink by the factor (1 - 1/M_t) for M_t episodes at step t, and
+      be exactly 0 at the steps only the longest episode reached.
     - `"none"`: b_t = 0.
 
     `normalize` then rescales A to zero mean and unit standard deviation over the batch (a
     constant baseline plus a step-size scale, which keeps the learning rate meaningful).
 
     >>> advantages(np.array([3., 2., 1., 1.]), np.array([0, 0, 1, 1], bool), normalize=False)
-    array([ 1.,  0.,  0., -1.], dtype=float32)
+    array([ 2.,  2.,  1., -2.], dtype=float32)
     """
     adv = np.asarray(returns, dtype=np.float32).copy()
     if baseline == "time":
         t = time_steps(dones)
-        mean_return_at_t = np.bincount(t, weights=adv) / np.bincount(t)
-        adv -= mean_return_at_t[t].astype(np.float32)
+        sum_at_t, count_at_t = np.bincount(t, weights=adv), np.bincount(t)
+        others_sum = sum_at_t[t] - adv          # leave this step's own return out ...
+        others = count_at_t[t] - 1              # ... and its own episode from the count
+        baseline_t = np.zeros(len(adv))         # b_t = 0 where no other episode reached t
+        np.divide(others_sum, others, out=baseline_t, where=others > 0)
+        adv -= baseline_t.astype(np.float32)
     elif baseline != "none":
         raise ValueError(f"baseline must be 'time' or 'none', got {baseline!r}")
     if normalize:

@@ -107,3 +107,37 @@ def test_sac_settings_counts_one_update_per_env_step_after_learning_starts():
     reached = bench.updates_to_goal(bench.SETTINGS["workbook"], seed=0, goal=-1e9,
                                     max_env_steps=starts + 60, eval_every=30)
     assert reached["reached"] and reached["updates"] == 30 and reached["env_steps"] == starts + 29
+
+
+def test_replay_bench_checks_each_operations_ratio_against_cpprb():
+    bench = _bench_module("replay")
+    rows = [{"operation": op, "ours/cpprb": ratio, "ours_transitions_per_s": None}
+            for op, ratio in (("add (50)", 0.9), ("sample (512)", 0.5), ("update (512)", 1.2),
+                              ("sample+update (512)", 0.8))]
+    targets = bench.check_targets(rows, {"transitions_per_s": 30_000.0})
+    assert {name: (t["value"], t["met"]) for name, t in targets.items()} == {
+        "add ours/cpprb": (0.9, True), "sample ours/cpprb": (0.5, True),
+        "update ours/cpprb": (1.2, False), "ray ingest transitions/s": (30_000.0, True)}
+
+
+def test_is_weights_bench_trains_with_each_variants_buffer_and_counts_steps_to_the_goal():
+    from course_lib import dqn
+    from course_lib.replay import PrioritizedReplayBuffer
+
+    bench = _bench_module("is_weights")
+    history = [{"env_steps": steps, "eval_return": ret}
+               for steps, ret in ((1_000, 20.0), (2_000, 480.0), (3_000, 300.0))]
+    assert bench.steps_to_goal(history, 475.0) == 2_000
+    assert bench.steps_to_goal(history, 500.0) == 3_000           # never reached: the budget
+    tiny = dqn.DQNConfig(max_env_steps=300, target_return=None, learning_starts=100,
+                         steps_per_iteration=150, eval_episodes=1, batch_size=32)
+    runs = [bench.run_variant(name, 0, tiny) for name in ("buffer-min eps=1e-6",
+                                                           "batch-max eps=1e-6")]
+    assert dqn.PrioritizedReplayBuffer is PrioritizedReplayBuffer   # the swap is undone
+    assert [run["env_steps"] for run in runs] == [300, 300]
+    # the same seed and data: only the normalisation differs, and dividing by the batch's own
+    # largest weight gives larger weights than dividing by the buffer's
+    assert 0 < runs[0]["mean_weight"] < runs[1]["mean_weight"] <= 1
+    rows = bench.summarise(runs)
+    assert [(row["variant"], row["seeds"], row["median_env_steps"]) for row in rows] == [
+        ("buffer-min eps=1e-6", 1, 300.0), ("batch-max eps=1e-6", 1, 300.0)]

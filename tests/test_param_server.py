@@ -100,6 +100,44 @@ def test_loading_into_a_used_store_moves_versions_forward(tmp_path):
     assert store.pull("policy", known_version=4)[1]["w"][0, 0] == 1.0
 
 
+def test_push_gradients_leaves_arrays_already_pulled_unchanged():
+    store = ParameterStore()
+    store.push("q", weights(1.0))
+    _, before = store.pull("q")
+    store.push_gradients("q", {"w": np.ones((3, 2)), "b": np.ones(2)}, lr=0.5)
+    assert np.array_equal(before["w"], weights(1.0)["w"])            # a reader's copy: as pulled
+    assert np.array_equal(before["b"], weights(1.0)["b"])
+    _, after = store.pull("q")
+    assert after["w"][0, 0] == 0.5 and after["w"].dtype == np.float32
+
+
+def _file_with_only_critic(tmp_path):
+    other = ParameterStore()
+    other.push("critic", {"v": np.ones(4)})
+    return other.save(tmp_path / "critic_only.npz")
+
+
+def test_a_name_dropped_by_load_does_not_restart_at_version_one(tmp_path):
+    store = ParameterStore()
+    for scale in (1.0, 2.0, 3.0):
+        store.push("policy", weights(scale))                         # policy at version 3
+    store.load(_file_with_only_critic(tmp_path))                     # drops policy
+    assert store.names() == ["critic"]
+    assert store.push("policy", weights(4.0)) == 4                   # not 1: never backwards
+
+
+def test_a_name_readded_by_load_moves_past_every_version_it_had(tmp_path):
+    store = ParameterStore()
+    store.push("policy", weights(1.0))
+    saved = store.save(tmp_path / "v1.npz")                          # policy saved at version 1
+    store.push("policy", weights(2.0))
+    store.push("policy", weights(3.0))                               # version 3
+    store.load(_file_with_only_critic(tmp_path))                     # dropped ...
+    store.load(saved)                                                # ... and back, from v1
+    assert store.version("policy") == 4
+    assert store.pull("policy", known_version=3)[1]["w"][0, 0] == 1.0
+
+
 def test_loading_a_missing_file_says_where_and_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no parameter-server file at .*nope\.npz.*save"):
         ParameterStore().load(tmp_path / "nope.npz")
@@ -163,6 +201,17 @@ def test_actor_errors_keep_their_type_and_one_line_message(ray_local, tmp_path):
     with pytest.raises(ValueError, match="is not a parameter-server file") as info:
         get_result(ps.load.remote(str(tmp_path / "junk.npz")))
     assert "\n" not in str(info.value)
+    ray.kill(ps)
+
+
+def test_actor_never_serves_an_old_cached_object_after_load_drops_a_name(ray_local, tmp_path):
+    ps = ParameterServer.remote()
+    get_result(ps.push.remote("policy", weights(1.0)))
+    assert pull_weights(ps, "policy")[1]["w"][0, 0] == 1.0          # version 1 is now cached
+    get_result(ps.load.remote(_file_with_only_critic(tmp_path)))     # drops policy
+    get_result(ps.push.remote("policy", weights(5.0)))
+    version, pulled = pull_weights(ps, "policy")
+    assert version > 1 and pulled["w"][0, 0] == 5.0                 # the new weights, not v1's
     ray.kill(ps)
 
 

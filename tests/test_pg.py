@@ -60,12 +60,35 @@ def test_time_steps_restart_after_each_episode():
     np.testing.assert_array_equal(time_steps(DONES), [0, 1, 2, 0, 1])
 
 
-def test_time_baseline_subtracts_the_mean_return_at_each_time_step():
-    # t=0: mean(5.23, 10.9); t=1: mean(4.7, 1.0); t=2: only the first episode, 3.0
-    b0, b1 = (RETURNS[0] + RETURNS[3]) / 2, (RETURNS[1] + RETURNS[4]) / 2
-    expected = [RETURNS[0] - b0, RETURNS[1] - b1, 0.0, RETURNS[3] - b0, RETURNS[4] - b1]
+def test_time_baseline_is_the_mean_of_the_other_episodes_returns_at_each_step():
+    # leave-one-out: at t=0 episode 1's baseline is episode 2's return and vice versa; at t=2
+    # only episode 1 is still running, so nothing else is there to compare with: baseline 0
+    expected = [RETURNS[0] - RETURNS[3], RETURNS[1] - RETURNS[4], RETURNS[2],
+                RETURNS[3] - RETURNS[0], RETURNS[4] - RETURNS[1]]
     adv = advantages(RETURNS, DONES, baseline="time", normalize=False)
     np.testing.assert_allclose(adv, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_time_baseline_of_a_single_episode_leaves_the_returns_as_they_are():
+    dones = np.array([False, False, True])
+    adv = advantages(RETURNS[:3], dones, baseline="time", normalize=False)
+    np.testing.assert_allclose(adv, RETURNS[:3], rtol=1e-6)
+
+
+@settings(max_examples=50, deadline=None)
+@given(lengths=st.lists(st.integers(1, 5), min_size=1, max_size=4),
+       seed=st.integers(0, 1000), data=st.data())
+def test_time_baseline_does_not_depend_on_the_steps_own_return(lengths, seed, data):
+    """What makes the baseline unbiased: raising G_t by d raises A_t by exactly d."""
+    returns = np.random.default_rng(seed).normal(size=sum(lengths)).astype(np.float32)
+    dones = np.zeros(sum(lengths), bool)
+    dones[np.cumsum(lengths) - 1] = True
+    i = data.draw(st.integers(0, len(returns) - 1))
+    bumped = returns.copy()
+    bumped[i] += 10.0
+    before = advantages(returns, dones, baseline="time", normalize=False)
+    after = advantages(bumped, dones, baseline="time", normalize=False)
+    assert after[i] == pytest.approx(before[i] + 10.0, abs=1e-4)
 
 
 def test_normalized_advantages_have_zero_mean_unit_std_and_keep_their_order():

@@ -1,5 +1,7 @@
 """Tests for course_lib.replay: ring, prioritized sampling, n-step returns, the Ray actor."""
 
+import functools
+
 import numpy as np
 import pytest
 import ray
@@ -39,7 +41,9 @@ def snapshot(buffer) -> dict:
     state = {name: array.copy() for name, array in buffer.storage.items()}
     state["inserted"], state["size"] = buffer.inserted, len(buffer)
     if isinstance(buffer, PrioritizedReplayBuffer):
-        state["sums"], state["mins"] = buffer.tree.sums.copy(), buffer.tree.mins.copy()
+        state["sums"] = buffer.tree.sums.copy()
+        if buffer.tree.mins is not None:
+            state["mins"] = buffer.tree.mins.copy()
         state["max_priority"] = buffer.max_priority
     return state
 
@@ -115,10 +119,11 @@ def test_prefix_sum_search_matches_searchsorted(leaves, data):
 
 
 @settings(max_examples=80, deadline=None)
-@given(capacity=st.integers(1, 2000), data=st.data())
-def test_every_parent_holds_the_sum_and_min_of_its_children(capacity, data):
-    """Random scattered updates (duplicates included) and runs, on both update paths of `set`."""
-    tree = SumMinTree(capacity)
+@given(capacity=st.integers(1, 2000), track_min=st.booleans(), data=st.data())
+def test_every_parent_holds_the_sum_and_min_of_its_children(capacity, track_min, data):
+    """Random scattered updates (duplicates included) and runs, on both update paths of `set`
+    and of `set_run` (level by level, then the path to the root), with and without mins."""
+    tree = SumMinTree(capacity, track_min=track_min)
     leaves = np.zeros(capacity)  # the model
     for _ in range(data.draw(st.integers(1, 5))):
         values = st.floats(0, 10)
@@ -136,15 +141,23 @@ def test_every_parent_holds_the_sum_and_min_of_its_children(capacity, data):
         L = tree.first_leaf
         np.testing.assert_array_equal(tree.sums[L:L + capacity], leaves)
         np.testing.assert_array_equal(tree.sums[1:L], tree.sums[2::2] + tree.sums[3::2])
-        np.testing.assert_array_equal(tree.mins[1:L], np.minimum(tree.mins[2::2], tree.mins[3::2]))
+        if track_min:
+            np.testing.assert_array_equal(tree.mins[1:L],
+                                          np.minimum(tree.mins[2::2], tree.mins[3::2]))
+        else:
+            assert tree.mins is None
+            with pytest.raises(ValueError, match="track_min=True"):
+                _ = tree.min
         assert tree.total == pytest.approx(leaves.sum(), rel=1e-12, abs=1e-12)
 
 
 @settings(max_examples=80, deadline=None)
-@given(capacity=st.integers(1, 40), alpha=st.sampled_from([0.0, 0.6, 1.0]), data=st.data())
-def test_trees_agree_with_the_priorities_after_random_adds_and_updates(capacity, alpha, data):
+@given(capacity=st.integers(1, 40), alpha=st.sampled_from([0.0, 0.6, 1.0]),
+       weight_norm=st.sampled_from(["batch", "buffer"]), data=st.data())
+def test_trees_agree_with_the_priorities_after_random_adds_and_updates(capacity, alpha,
+                                                                       weight_norm, data):
     """A plain dict model (id -> q) against the buffer, stale and duplicate updates included."""
-    buffer = PrioritizedReplayBuffer(capacity, SPEC, alpha=alpha)
+    buffer = PrioritizedReplayBuffer(capacity, SPEC, alpha=alpha, weight_norm=weight_norm)
     q_by_id, max_q = {}, 1.0
     priority = st.floats(0, 100)
     for _ in range(data.draw(st.integers(1, 8))):
@@ -175,7 +188,10 @@ def test_trees_agree_with_the_priorities_after_random_adds_and_updates(capacity,
         np.testing.assert_allclose(buffer.tree.leaves(stored_ids % capacity), expected,
                                    rtol=1e-15)
         assert buffer.tree.total == pytest.approx(expected.sum(), rel=1e-12)
-        assert buffer.tree.min == (expected.min() if len(expected) else np.inf)
+        if weight_norm == "buffer":  # only buffer-wide normalisation keeps a min tree
+            assert buffer.tree.min == (expected.min() if len(expected) else np.inf)
+        else:
+            assert buffer.tree.mins is None
         assert buffer.max_priority == max_q
 
 
@@ -200,9 +216,9 @@ def test_sampling_frequencies_follow_priority_to_the_alpha():
     assert chi_square(p / p.sum()) > 1000   # the test can tell alpha=0.6 from alpha=1
 
 
-def test_importance_weights_match_a_hand_computation():
+def test_buffer_normalised_weights_match_a_hand_computation():
     p, alpha, beta = np.array([1.0, 2.0, 3.0, 4.0, 0.0]), 0.6, 0.4
-    buffer = PrioritizedReplayBuffer(5, SPEC, alpha=alpha, seed=0)
+    buffer = PrioritizedReplayBuffer(5, SPEC, alpha=alpha, seed=0, weight_norm="buffer")
     buffer.add(make_batch(0, 5), p)
     batch = buffer.sample(5, beta=beta)
     q = (p + EPS) ** alpha
@@ -212,6 +228,22 @@ def test_importance_weights_match_a_hand_computation():
     np.testing.assert_allclose(batch["weights"], w[batch["indices"]], rtol=1e-6)
     assert batch["weights"].max() <= 1.0
     assert np.all(buffer.sample(5, beta=0.0)["weights"] == 1.0)
+
+
+def test_batch_normalised_weights_divide_by_the_batchs_largest_weight():
+    """weight_norm="batch": w_i = (q_i / min over the batch of q)^-beta, so each batch's
+    largest weight is exactly 1, whatever the rest of the buffer holds."""
+    p, alpha, beta = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]), 0.6, 0.4
+    buffer = PrioritizedReplayBuffer(8, SPEC, alpha=alpha, seed=1)     # "batch" is the default
+    buffer.add(make_batch(0, 8), p)
+    q = (p + EPS) ** alpha
+    for _ in range(20):
+        batch = buffer.sample(3, beta=beta)
+        sampled_q = q[batch["indices"]]
+        np.testing.assert_allclose(batch["weights"], (sampled_q / sampled_q.min()) ** -beta,
+                                   rtol=1e-6)
+        assert batch["weights"].max() == 1.0
+    assert buffer.weight_norm == "batch"
 
 
 def test_sampled_rows_belong_to_their_indices_after_wrapping():
@@ -338,9 +370,11 @@ def test_nstep_transitions_stack_into_a_prioritized_buffer():
 # --- saving ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer])
+@pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer,
+                                 functools.partial(PrioritizedReplayBuffer, weight_norm="buffer")])
 def test_save_load_round_trip(cls, tmp_path):
     buffer = cls(7, SPEC)
+    cls = type(buffer)
     buffer.add(make_batch(0, 5))
     if cls is PrioritizedReplayBuffer:
         buffer.add(make_batch(5, 5), np.arange(5.0))  # wraps around, with priorities
@@ -352,7 +386,8 @@ def test_save_load_round_trip(cls, tmp_path):
     assert type(loaded) is cls
     assert_same_state(snapshot(loaded), snapshot(buffer))
     if cls is PrioritizedReplayBuffer:
-        assert (loaded.alpha, loaded.eps) == (buffer.alpha, buffer.eps)
+        assert ((loaded.alpha, loaded.eps, loaded.weight_norm)
+                == (buffer.alpha, buffer.eps, buffer.weight_norm))
         np.testing.assert_array_equal(loaded.sample(5, rng=np.random.default_rng(0))["indices"],
                                       buffer.sample(5, rng=np.random.default_rng(0))["indices"])
     for b in (buffer, loaded):  # the position is restored: the next add lands in the same slot
@@ -444,6 +479,7 @@ def test_sampling_an_empty_or_too_small_buffer_is_refused(cls):
     lambda: ReplayBuffer(10, {}),
     lambda: PrioritizedReplayBuffer(10, SPEC, alpha=-1),
     lambda: PrioritizedReplayBuffer(10, SPEC, eps=0),
+    lambda: PrioritizedReplayBuffer(10, SPEC, weight_norm="max"),
     lambda: PrioritizedReplayBuffer(10, {**SPEC, "weights": ((), np.float32)}),
     lambda: NStepBuffer(n=0),
     lambda: NStepBuffer(n=3, gamma=1.5),
