@@ -128,3 +128,128 @@ def test_workshop_is_created_once_and_refreshed_with_a_backup(tmp_path):
     assert str(backup) in message and "MY EDIT" in (backup / mine.name).read_text()
     assert "MY EDIT" not in mine.read_text()
     assert sorted(p.name for p in folder.glob("*.ipynb")) == [p.name for p in NOTEBOOKS]
+
+
+# The typical wrong answer to each systems exercise (checker, answer's name, words its ❌ message
+# must contain, source):
+# a checker that only rejects the TODO stub could still accept anything else.
+MISTAKES = {
+    "get_in_loop": ("check_fast_sum_of_squares", "fast_sum_of_squares", "ray.get in a loop", '''
+def fast_sum_of_squares(square, xs):
+    return sum(ray.get(square.remote(x)) for x in xs)
+'''),
+    "sync_rounds": ("check_async_batches", "async_batches", "not finished", '''
+def async_batches(workers, weights_ref, steps, num_batches):
+    batches = []
+    while len(batches) < num_batches:
+        batches += ray.get([w.sample.remote(weights_ref, steps) for w in workers])
+    return batches[:num_batches]
+'''),
+    "always_copies": ("check_versioned_weights", "VersionedWeights", "again", '''
+@ray.remote
+class VersionedWeights:
+    def __init__(self):
+        self.version, self.weights = 0, None
+
+    def push(self, weights):
+        self.weights, self.version = weights, self.version + 1
+        return self.version
+
+    def pull(self, known_version=-1):
+        return self.version, self.weights
+'''),
+    "scans_leaves": ("check_find_prefix_sum", "find_prefix_sum", "entries of the tree", '''
+import numpy as np
+
+def find_prefix_sum(sums, first_leaf, target):
+    leaves = sums[first_leaf:2 * first_leaf]
+    return int(np.searchsorted(np.cumsum(leaves), target, side="right"))
+'''),
+    "waits_for_own_add": ("check_outbox", "Outbox", "waited", '''
+import numpy as np
+
+class Outbox:
+    def __init__(self, replay, send_every, priorities):
+        self.replay, self.send_every, self.priorities = replay, send_every, priorities
+        self.items = []
+
+    def add(self, transition):
+        self.items.append(transition)
+        if len(self.items) >= self.send_every:
+            self.flush()
+
+    def flush(self):
+        if self.items:
+            batch = {k: np.array([t[k] for t in self.items]) for k in self.items[0]}
+            self.items = []
+            ray.get(self.replay.add.remote(batch, self.priorities(batch)))
+'''),
+    "no_back_pressure": ("check_outbox", "Outbox", "more than one add in flight", '''
+import numpy as np
+
+class Outbox:
+    def __init__(self, replay, send_every, priorities):
+        self.replay, self.send_every, self.priorities = replay, send_every, priorities
+        self.items = []
+        self.sent = []
+
+    def add(self, transition):
+        self.items.append(transition)
+        if len(self.items) >= self.send_every:
+            self._send()
+
+    def _send(self):
+        batch = {k: np.array([t[k] for t in self.items]) for k in self.items[0]}
+        self.items = []
+        self.sent.append(self.replay.add.remote(batch, self.priorities(batch)))
+
+    def flush(self):
+        if self.items:
+            self._send()
+        ray.get(self.sent)
+'''),
+    "forgets_its_version": ("check_weights_follower", "WeightsFollower", "known versions", '''
+from course_lib.param_server import pull_into
+
+class WeightsFollower:
+    def __init__(self, ps, name, module, pull_every):
+        self.ps, self.name, self.module, self.pull_every = ps, name, module, pull_every
+        pull_into(ps, name, module)
+        self.since_pull = 0
+
+    def step(self, episode_done):
+        self.since_pull += 1
+        if episode_done or self.since_pull >= self.pull_every:
+            pull_into(self.ps, self.name, self.module)
+            self.since_pull = 0
+'''),
+    "default_env_runners": ("check_rllib_from_apex", "rllib_from_apex", "num_env_runners", '''
+from ray.rllib.algorithms.dqn import DQNConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+def rllib_from_apex(cfg):
+    return (DQNConfig().environment(cfg.env_id)
+            .training(lr=cfg.lr, gamma=cfg.gamma, train_batch_size_per_learner=cfg.batch_size,
+                      n_step=cfg.n_step, dueling=True, double_q=True,
+                      replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer",
+                                            "capacity": cfg.buffer_size,
+                                            "alpha": cfg.priority_alpha,
+                                            "beta": cfg.priority_beta})
+            .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=list(cfg.hidden))))
+'''),
+    "unquoted_entrypoint": ("check_submit_with_env", "submit_with_env", "other arguments", '''
+def submit_with_env(client, argv, working_dir, env_vars):
+    return client.submit_job(entrypoint=" ".join(argv),
+                             runtime_env={"working_dir": working_dir, "env_vars": env_vars})
+'''),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_systems_checker_names_the_typical_mistake(ray_local, request, mistake):
+    checker, name, words, source = MISTAKES[mistake]
+    namespace: dict = {"ray": ray_local}
+    exec(source, namespace)
+    args = [request.getfixturevalue("job_client")] if name == "submit_with_env" else []
+    result = getattr(exercises, checker)(namespace[name], *args)
+    assert not result.passed and words in result.message, repr(result)
