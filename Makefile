@@ -19,11 +19,12 @@ PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 .PHONY: help install lab test unit nbval lint notebooks student slides wheelhouse chromium bench clean
 
 help:
-	@echo "make lab        set up (first time) and open the workshop in JupyterLab"
+	@echo "make lab        set up (first time) and open your workshop/ folder in JupyterLab"
+	@echo "make workshop-refresh  a fresh workshop/ (the old one is kept as workshop.backup-<time>)"
 	@echo "make test       set up (first time) and run every test: lint, unit tests, notebooks"
 	@echo "make notebooks  re-execute every notebook in full mode, in place (refreshes outputs)"
 	@echo "make lint       ruff on the code and the notebooks"
-	@echo "make student    attendee notebooks (no solutions) in build/student"
+	@echo "make student    the attendee edition (solutions collapsed, not run) in build/student"
 	@echo "make slides     instructor decks: build/slides/*.html (offline) and *.pdf"
 	@echo "make wheelhouse every wheel the workshop needs in wheelhouse/ (USB stick install)"
 	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests)"
@@ -37,8 +38,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# workshop/ is the attendee edition (no solutions to run by accident), made on the first
+# `make lab` and never overwritten: your edits stay. notebooks/ is the instructor edition.
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/
+	$(BIN)/python scripts/notebooks.py workshop --dir workshop
+	$(BIN)/jupyter lab $(LAB_ARGS) workshop/
+
+.PHONY: workshop-refresh
+workshop-refresh: $(STAMP)
+	$(BIN)/python scripts/notebooks.py workshop --dir workshop --refresh
 
 # The test command: quick mode, each pytest run with its own Ray temp dir (see conftest.py).
 # The browser tests (decks, JupyterLab) need Chromium: `make chromium` installs it if missing.

@@ -1,12 +1,19 @@
-"""Notebook maintenance: re-execute them in full mode, or write the attendee versions.
+"""Notebook maintenance: re-execute them in full mode, or write the attendee edition.
 
-    python scripts/notebooks.py execute [NOTEBOOK ...]   # in place, full mode (make notebooks)
+    python scripts/notebooks.py execute [NOTEBOOK ...]     # in place, full mode (make notebooks)
     python scripts/notebooks.py student [--out build/student]   # make student
+    python scripts/notebooks.py workshop [--dir workshop] [--refresh]   # make lab / refresh
 
 `execute` records the mode, date, duration and machine in the notebook's metadata under
 "course"; tests/test_notebooks.py checks that every committed notebook was run in full mode.
-`student` drops the cells tagged `solution` and clears the outputs of `exercise` and `check`
-cells, so attendees start from the TODO stubs.
+
+The attendee edition (`student_version`) is what attendees open. Each solution cell becomes a
+collapsed Markdown block placed after its check, so neither Shift+Enter nor Run All executes it;
+outputs of exercise and check cells are cleared; cells tagged `ci` (the asserts that keep the
+test run honest) are left out; the first cell says how to reveal a solution.
+
+`workshop` writes the attendee edition into an attendee's own folder once and never overwrites
+it (their edits are theirs); `--refresh` moves the old folder to a timestamped backup first.
 """
 
 from __future__ import annotations
@@ -52,18 +59,74 @@ def execute(path: Path, timeout_s: int = 3600) -> float:
     return seconds
 
 
+REVEAL_NOTE = """
+
+> **Attendee edition.** Each exercise is a cell with a `TODO`, followed by a check cell that shows
+> ✅, or ❌ with what is wrong and a hint; the cells after it use `course_lib`'s own version, so
+> Run All goes on past an unfinished exercise. Stuck? Under each check, click **▶ Solution** to
+> unfold the worked answer, then type or copy it into the exercise cell and run the check again."""
+
+
+def solution_markdown(solution):
+    """A collapsed Markdown block with the solution's code: readable, never executed."""
+    text = (f"<details><summary><b>Solution</b> (open once you have tried)</summary>\n\n"
+            f"```python\n{solution.source.strip()}\n```\n\n</details>")
+    return nbformat.v4.new_markdown_cell(text, id=f"{solution.id}-md"[:64],
+                                         metadata={"tags": ["solution-reveal"]})
+
+
 def student_version(nb):
-    """The attendee copy: no solution cells, no outputs on exercise and check cells."""
-    cells = []
+    """The attendee edition of notebook `nb` (changed in place and returned).
+
+    A solution cell moves after the check that follows it, as collapsed Markdown; exercise and
+    check cells lose their outputs; `ci` cells go; the first cell gets the note on solutions.
+    """
+    cells, pending = [], []
     for cell in nb.cells:
         tags = set(cell.metadata.get("tags", []))
+        if "ci" in tags:
+            continue
         if "solution" in tags:
+            pending.append(solution_markdown(cell))
             continue
         if cell.cell_type == "code" and tags & {"exercise", "check"}:
             cell.outputs, cell.execution_count = [], None
         cells.append(cell)
+        if "check" in tags:
+            cells += pending
+            pending = []
+    if pending:
+        raise ValueError(f"a solution without a check after it: {pending[0].source[:80]!r}")
+    if any("solution-reveal" in c.metadata.get("tags", []) for c in cells):
+        cells[0].source += REVEAL_NOTE
     nb.cells = cells
     return nb
+
+
+def write_student(out: Path) -> list[Path]:
+    """Write the attendee edition of every notebook into `out`; returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in all_notebooks():
+        nb = student_version(nbformat.read(path, as_version=4))
+        nbformat.write(nb, out / path.name)
+        written.append(out / path.name)
+    return written
+
+
+def workshop(folder: Path, refresh: bool = False) -> str:
+    """Create the attendee workspace `folder` unless it exists; with `refresh`, move an existing
+    one to `<folder>.backup-<UTC time>` first. Returns what happened, for the terminal."""
+    if folder.exists() and not refresh:
+        return f"{folder} exists: opening it as it is (make workshop-refresh starts afresh)"
+    note = ""
+    if folder.exists():
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+        backup = folder.with_name(f"{folder.name}.backup-{stamp}")
+        folder.rename(backup)
+        note = f"; your previous edits are in {backup}"
+    write_student(folder)
+    return f"attendee notebooks written to {folder}{note}"
 
 
 def main(argv=None) -> int:
@@ -73,6 +136,10 @@ def main(argv=None) -> int:
     run.add_argument("notebooks", nargs="*", type=Path)
     stu = sub.add_parser("student", help="write attendee versions without solutions")
     stu.add_argument("--out", type=Path, default=ROOT / "build" / "student")
+    ws = sub.add_parser("workshop", help="create the attendee workspace if it does not exist")
+    ws.add_argument("--dir", type=Path, default=ROOT / "workshop")
+    ws.add_argument("--refresh", action="store_true",
+                    help="regenerate it, moving the existing folder to a timestamped backup")
     args = parser.parse_args(argv)
 
     if args.command == "execute":
@@ -82,12 +149,11 @@ def main(argv=None) -> int:
                 return 2
             print(f"executing {path.name} in full mode ...", flush=True)
             print(f"  done in {execute(path):.0f} s", flush=True)
-    else:
-        args.out.mkdir(parents=True, exist_ok=True)
-        for path in all_notebooks():
-            nb = student_version(nbformat.read(path, as_version=4))
-            nbformat.write(nb, args.out / path.name)
+    elif args.command == "student":
+        write_student(args.out)
         print(f"attendee notebooks written to {args.out}")
+    else:
+        print(workshop(args.dir, args.refresh))
     return 0
 
 

@@ -4,10 +4,12 @@ The cells are read from the committed notebooks, so a checker and its exercise c
 """
 
 import ast
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from ray.job_submission import JobSubmissionClient
 
 import scripts.notebooks as nbtools
 from course_lib import exercises
@@ -24,6 +26,14 @@ def exercise_groups():
                                    id=f"{path.stem}-{i}")
 
 
+def check_cells():
+    """(notebook number, source) of every check cell, in notebook order."""
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if "check" in cell.metadata.get("tags", []):
+                yield int(path.name[:2]), cell.source
+
+
 def run_check(check_source: str, namespace: dict):
     """Execute the check cell; return the value of its last expression (the CheckResult)."""
     tree = ast.parse(check_source)
@@ -32,9 +42,20 @@ def run_check(check_source: str, namespace: dict):
     return eval(compile(ast.Expression(last.value), "<check>", "eval"), namespace)
 
 
+@pytest.fixture(scope="module")
+def job_client():
+    """The Jobs API of a real one-node cluster, for the exercise that submits a job."""
+    from course_lib.cluster import LocalCluster
+
+    with LocalCluster(num_workers=0, cpus_per_node=1) as cluster:
+        yield JobSubmissionClient(cluster.dashboard_url, headers=cluster.headers)
+
+
 @pytest.mark.parametrize("stub,solution,check", list(exercise_groups()))
-def test_checker_rejects_stub_and_accepts_solution(ray_local, stub, solution, check):
+def test_checker_rejects_stub_and_accepts_solution(ray_local, request, stub, solution, check):
     namespace: dict = {"exercises": exercises}
+    if re.search(r"\bclient\b", check):
+        namespace["client"] = request.getfixturevalue("job_client")
     exec(stub, namespace)
     result = run_check(check, namespace)
     assert not result.passed, "the checker accepted the TODO stub"
@@ -50,12 +71,185 @@ def test_there_are_exercises():
     assert len(list(exercise_groups())) >= 3
 
 
-def test_student_version_drops_solutions_and_clears_exercise_outputs():
+def test_every_lesson_has_an_exercise():
+    numbers = {number for number, _ in check_cells()}
+    assert numbers == set(range(1, len(NOTEBOOKS))), numbers
+
+
+def test_checkers_are_declared_in_notebook_order_and_each_is_used_once():
+    """CHECKERS lists the checkers notebook by notebook, in the order the check cells call them,
+    and every checker has exactly one check cell (no dead or duplicated checker)."""
+    called = [(number, name) for number, source in check_cells()
+              for name in re.findall(r"exercises\.(check_\w+)\(", source)]
+    declared = [(check.notebook, name) for name, check in exercises.CHECKERS.items()]
+    assert sorted(declared, key=lambda item: item[0]) == declared, "sections out of order"
+    assert sorted(called) == sorted(declared)
+    assert len(set(called)) == len(called)
+
+
+def test_a_checker_reports_an_exception_in_one_line_and_never_raises():
+    def broken(*args):
+        raise ValueError("first line\nsecond line")
+
+    result = exercises.check_td_target(broken)
+    assert not result.passed and "ValueError: first line" in result.message
+    assert "second line" not in result.message
+
+
+def test_student_version_moves_solutions_after_their_check_as_markdown():
     nb = nbformat.read(NOTEBOOKS[1], as_version=4)
+    solutions = [c.source for c in nb.cells if "solution" in c.metadata.get("tags", [])]
     student = nbtools.student_version(nb)
     tags = [set(c.metadata.get("tags", [])) for c in student.cells]
-    assert not any("solution" in t for t in tags)
+    assert not any(t & {"solution", "ci"} for t in tags)
     exercise_cells = [c for c, t in zip(student.cells, tags, strict=True)
                       if t & {"exercise", "check"}]
     assert exercise_cells and all(c.outputs == [] for c in exercise_cells)
     assert any("raise NotImplementedError" in c.source for c in exercise_cells)
+    reveals = [i for i, t in enumerate(tags) if "solution-reveal" in t]
+    assert len(reveals) == len(solutions)
+    for i, source in zip(reveals, solutions, strict=True):
+        cell = student.cells[i]
+        assert cell.cell_type == "markdown" and source.strip() in cell.source
+        assert cell.source.startswith("<details>")
+        assert "check" in tags[i - 1]            # right after its check
+    assert "Solution" in student.cells[0].source
+
+
+def test_workshop_is_created_once_and_refreshed_with_a_backup(tmp_path):
+    folder = tmp_path / "workshop"
+    nbtools.workshop(folder)
+    mine = folder / NOTEBOOKS[1].name
+    mine.write_text(mine.read_text().replace("TODO", "MY EDIT"))
+    assert "exists" in nbtools.workshop(folder)
+    assert "MY EDIT" in mine.read_text()                       # a second make lab keeps it
+    message = nbtools.workshop(folder, refresh=True)
+    [backup] = tmp_path.glob("workshop.backup-*")
+    assert str(backup) in message and "MY EDIT" in (backup / mine.name).read_text()
+    assert "MY EDIT" not in mine.read_text()
+    assert sorted(p.name for p in folder.glob("*.ipynb")) == [p.name for p in NOTEBOOKS]
+
+
+# The typical wrong answer to each systems exercise (checker, answer's name, words its ❌ message
+# must contain, source):
+# a checker that only rejects the TODO stub could still accept anything else.
+MISTAKES = {
+    "get_in_loop": ("check_fast_sum_of_squares", "fast_sum_of_squares", "ray.get in a loop", '''
+def fast_sum_of_squares(square, xs):
+    return sum(ray.get(square.remote(x)) for x in xs)
+'''),
+    "sync_rounds": ("check_async_batches", "async_batches", "not finished", '''
+def async_batches(workers, weights_ref, steps, num_batches):
+    batches = []
+    while len(batches) < num_batches:
+        batches += ray.get([w.sample.remote(weights_ref, steps) for w in workers])
+    return batches[:num_batches]
+'''),
+    "always_copies": ("check_versioned_weights", "VersionedWeights", "again", '''
+@ray.remote
+class VersionedWeights:
+    def __init__(self):
+        self.version, self.weights = 0, None
+
+    def push(self, weights):
+        self.weights, self.version = weights, self.version + 1
+        return self.version
+
+    def pull(self, known_version=-1):
+        return self.version, self.weights
+'''),
+    "scans_leaves": ("check_find_prefix_sum", "find_prefix_sum", "entries of the tree", '''
+import numpy as np
+
+def find_prefix_sum(sums, first_leaf, target):
+    leaves = sums[first_leaf:2 * first_leaf]
+    return int(np.searchsorted(np.cumsum(leaves), target, side="right"))
+'''),
+    "waits_for_own_add": ("check_outbox", "Outbox", "waited", '''
+import numpy as np
+
+class Outbox:
+    def __init__(self, replay, send_every, priorities):
+        self.replay, self.send_every, self.priorities = replay, send_every, priorities
+        self.items = []
+
+    def add(self, transition):
+        self.items.append(transition)
+        if len(self.items) >= self.send_every:
+            self.flush()
+
+    def flush(self):
+        if self.items:
+            batch = {k: np.array([t[k] for t in self.items]) for k in self.items[0]}
+            self.items = []
+            ray.get(self.replay.add.remote(batch, self.priorities(batch)))
+'''),
+    "no_back_pressure": ("check_outbox", "Outbox", "more than one add in flight", '''
+import numpy as np
+
+class Outbox:
+    def __init__(self, replay, send_every, priorities):
+        self.replay, self.send_every, self.priorities = replay, send_every, priorities
+        self.items = []
+        self.sent = []
+
+    def add(self, transition):
+        self.items.append(transition)
+        if len(self.items) >= self.send_every:
+            self._send()
+
+    def _send(self):
+        batch = {k: np.array([t[k] for t in self.items]) for k in self.items[0]}
+        self.items = []
+        self.sent.append(self.replay.add.remote(batch, self.priorities(batch)))
+
+    def flush(self):
+        if self.items:
+            self._send()
+        ray.get(self.sent)
+'''),
+    "forgets_its_version": ("check_weights_follower", "WeightsFollower", "known versions", '''
+from course_lib.param_server import pull_into
+
+class WeightsFollower:
+    def __init__(self, ps, name, module, pull_every):
+        self.ps, self.name, self.module, self.pull_every = ps, name, module, pull_every
+        pull_into(ps, name, module)
+        self.since_pull = 0
+
+    def step(self, episode_done):
+        self.since_pull += 1
+        if episode_done or self.since_pull >= self.pull_every:
+            pull_into(self.ps, self.name, self.module)
+            self.since_pull = 0
+'''),
+    "default_env_runners": ("check_rllib_from_apex", "rllib_from_apex", "num_env_runners", '''
+from ray.rllib.algorithms.dqn import DQNConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+def rllib_from_apex(cfg):
+    return (DQNConfig().environment(cfg.env_id)
+            .training(lr=cfg.lr, gamma=cfg.gamma, train_batch_size_per_learner=cfg.batch_size,
+                      n_step=cfg.n_step, dueling=True, double_q=True,
+                      replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer",
+                                            "capacity": cfg.buffer_size,
+                                            "alpha": cfg.priority_alpha,
+                                            "beta": cfg.priority_beta})
+            .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=list(cfg.hidden))))
+'''),
+    "unquoted_entrypoint": ("check_submit_with_env", "submit_with_env", "other arguments", '''
+def submit_with_env(client, argv, working_dir, env_vars):
+    return client.submit_job(entrypoint=" ".join(argv),
+                             runtime_env={"working_dir": working_dir, "env_vars": env_vars})
+'''),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_systems_checker_names_the_typical_mistake(ray_local, request, mistake):
+    checker, name, words, source = MISTAKES[mistake]
+    namespace: dict = {"ray": ray_local}
+    exec(source, namespace)
+    args = [request.getfixturevalue("job_client")] if name == "submit_with_env" else []
+    result = getattr(exercises, checker)(namespace[name], *args)
+    assert not result.passed and words in result.message, repr(result)

@@ -1,5 +1,6 @@
 """Hygiene of every committed notebook: run top to bottom in full mode, no errors, a title."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -65,3 +66,16 @@ def test_exercise_groups_are_complete(nb):
             (sol_tags, sol), (check_tags, check) = tagged[i + 1], tagged[i + 2]
             assert "solution" in sol_tags and sol.metadata["jupyter"]["source_hidden"]
             assert "check" in check_tags and "exercises.check_" in check.source
+
+
+def test_lessons_free_of_test_scaffolding(nb):
+    """nbval markers are cell tags, and asserts live in cells tagged `ci` (which the attendee
+    edition leaves out), never in a lesson cell."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        assert "# NBVAL_" not in cell.source, "use the cell tag (nbval-ignore-output)"
+        tags = set(cell.metadata.get("tags", []))
+        if not tags & {"ci", "solution", "exercise", "check"}:
+            asserts = [n for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Assert)]
+            assert not asserts, f"an assert in a lesson cell:\n{cell.source[:200]}"

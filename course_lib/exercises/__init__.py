@@ -1,0 +1,28 @@
+"""Checkers for the notebook exercises.
+
+Convention (every notebook): an exercise cell tagged `exercise` holds a TODO stub; a hidden cell
+tagged `solution` holds the worked answer; a cell tagged `check` calls one `check_...` function
+below. The attendee edition (scripts/notebooks.py) turns each solution into a collapsed Markdown
+block after its check, so Run All never runs it.
+
+A checker tests behaviour (results, ordering, calls made, time taken), never source text, and
+never raises: it returns a `CheckResult` that shows as a green tick, or as a red cross with what
+is wrong and a hint. Each is declared once with `@checker(notebook, exercise, success)` and
+listed in `CHECKERS`, notebook by notebook.
+"""
+
+from course_lib.exercises import (  # noqa: F401  (importing a lesson registers its checkers)
+    lesson01,
+    lesson02,
+    lesson03,
+    lesson04,
+    lesson05,
+    lesson06,
+    lesson07,
+    lesson08,
+)
+from course_lib.exercises.core import CHECKERS, CheckResult, checker
+
+globals().update(CHECKERS)          # exercises.check_tree_sum(...), as the notebooks call them
+
+__all__ = ["CHECKERS", "CheckResult", "checker", *CHECKERS]

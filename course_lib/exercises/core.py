@@ -1,0 +1,91 @@
+"""The machinery every checker shares: the result, the decorator, the registry."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ray
+
+from course_lib.errors import first_line
+
+
+@dataclass
+class CheckResult:
+    exercise: str
+    passed: bool
+    message: str
+    hint: str = ""
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        if self.passed:
+            return f"✅ {self.exercise}: {self.message}"
+        return f"❌ {self.exercise}: {self.message}\n   Hint: {self.hint}"
+
+    def _repr_html_(self) -> str:
+        color = "#1a7f37" if self.passed else "#cf222e"
+        text = html.escape(repr(self)).replace("\n", "<br>")
+        return f"<div style='color:{color};font-family:monospace'>{text}</div>"
+
+
+class _Failed(Exception):
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+CHECKERS: dict[str, Callable[..., CheckResult]] = {}
+"""Every checker by function name, in the order the notebooks use them (notebook 01 first)."""
+
+
+def checker(notebook: int, exercise: str, success: str):
+    """Declare a checker: the decorated function raises `_Failed` on the first mistake it finds
+    and returns normally when the attendee's code is right.
+
+    The wrapper turns that into a `CheckResult` and never raises, so Run All goes on past an
+    unfinished exercise: `_Failed` gives its message and hint, `NotImplementedError` (a TODO
+    stub, also when raised inside a Ray task or actor) says "not implemented yet", and any other
+    exception from the attendee's code is reported as one line.
+    """
+    def declare(body: Callable[..., None]) -> Callable[..., CheckResult]:
+        @functools.wraps(body)
+        def check(*args, **kwargs) -> CheckResult:
+            try:
+                body(*args, **kwargs)
+            except _Failed as fail:
+                return CheckResult(exercise, False, fail.message, fail.hint)
+            except NotImplementedError:
+                return CheckResult(exercise, False, "not implemented yet.",
+                                   "Fill in the exercise cell where it says TODO, then run it "
+                                   "again.")
+            except Exception as err:  # the attendee's code raised: report it as one line
+                cause = getattr(err, "cause", None) or err
+                return CheckResult(exercise, False, f"your code raised {first_line(cause)}",
+                                   "Run the exercise cell on a tiny input and read the error.")
+            return CheckResult(exercise, True, success)
+
+        check.notebook, check.exercise = notebook, exercise
+        CHECKERS[body.__name__] = check
+        return check
+    return declare
+
+
+@contextlib.contextmanager
+def _forbid_ray_get(hint: str):
+    """Make any `ray.get` inside the block fail with `hint`."""
+    original = ray.get
+
+    def refuse(*args, **kwargs):
+        raise _Failed("it calls ray.get, which waits for results before it has to.", hint)
+
+    ray.get = refuse
+    try:
+        yield
+    finally:
+        ray.get = original

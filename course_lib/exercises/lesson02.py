@@ -1,0 +1,136 @@
+"""Checkers for notebook 02, parallel rollouts."""
+
+from __future__ import annotations
+
+import time
+
+import ray
+
+from course_lib.exercises.core import _Failed, checker
+
+
+@checker(2, "reward_to_go",
+         "G_t = r_t + gamma * G_{t+1}, computed backwards.")
+def check_reward_to_go(reward_to_go):
+    """reward_to_go(rewards, gamma) must match G_t = r_t + gamma * G_{t+1} for one episode."""
+    import numpy as np
+
+    rewards = np.array([1.0, 0.0, 2.0, 1.0])
+    expected = np.array([1 + 0.5 * 0 + 0.25 * 2 + 0.125 * 1, 0 + 0.5 * 2 + 0.25 * 1,
+                         2 + 0.5 * 1, 1.0])
+    got = np.asarray(reward_to_go(rewards, 0.5), dtype=float)
+    if got.shape != expected.shape:
+        raise _Failed(f"it returned shape {got.shape}, expected {expected.shape}.",
+                      "Return one value per step.")
+    if np.allclose(got, np.cumsum(rewards[::-1])[::-1]):
+        raise _Failed("it ignores gamma (that is the undiscounted sum).",
+                      "Multiply the running sum by gamma before adding r_t.")
+    if not np.allclose(got, expected):
+        raise _Failed(f"for rewards [1, 0, 2, 1] and gamma 0.5 it gave {np.round(got, 3)}, "
+                      f"expected {expected}.",
+                      "Loop t from the last step backwards: G_t = r_t + gamma * G_{t+1}.")
+
+
+@checker(2, "collect",
+         "one ray.put, one batch per worker.")
+def check_collect(collect):
+    """collect(workers, policy, steps) must ray.put the weights once and sample on every worker."""
+    import gymnasium as gym
+
+    from course_lib import pg
+
+    workers = [pg.RolloutWorker.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
+    policy = pg.make_policy(gym.make("CartPole-v1"), (16,))
+    puts, original_put = [], ray.put
+
+    def counting_put(value, *args, **kwargs):
+        puts.append(value)
+        return original_put(value, *args, **kwargs)
+
+    ray.put = counting_put
+    try:
+        batches = collect(workers, policy, 20)
+    finally:
+        ray.put = original_put
+        for w in workers:
+            ray.kill(w)
+    if not isinstance(batches, list) or len(batches) != 2:
+        raise _Failed(f"it returned {type(batches).__name__}, expected a list of 2 batches.",
+                      "ray.get a list of worker.sample.remote(...) references.")
+    if any(len(b["reward"]) < 20 for b in batches):
+        raise _Failed("a batch has fewer than `steps` steps.",
+                      "Pass `steps` as the second argument of sample.remote.")
+    if len(puts) != 1:
+        raise _Failed(f"it called ray.put {len(puts)} times; the weights should go into the "
+                      "object store once.",
+                      "Call ray.put(get_weights(policy)) once, before the loop over workers.")
+
+
+@ray.remote(num_cpus=0)
+class _FakeSampler:
+    """A stand-in for a rollout worker: `sample` takes `delay` seconds and says who made it."""
+
+    def __init__(self, name: str, delay: float):
+        self.name, self.delay, self.calls = name, delay, 0
+
+    def ready(self) -> bool:
+        return True
+
+    def sample(self, weights, min_steps: int) -> dict:
+        import numpy as np
+
+        self.calls += 1
+        time.sleep(self.delay)
+        return {"worker": self.name, "reward": np.zeros(min_steps, np.float32)}
+
+    def num_calls(self) -> int:
+        return self.calls
+
+
+@checker(2, "async_batches", "one request in flight per worker, batches taken as they finish.")
+def check_async_batches(async_batches):
+    """async_batches(workers, weights_ref, steps, num_batches) must keep one sample request in
+    flight per worker and return the batches in the order they finish: with one fast and one
+    slow worker, the fast one supplies them, and ray.get never waits on an unfinished batch."""
+    fast, slow = _FakeSampler.remote("fast", 0.05), _FakeSampler.remote("slow", 3.0)
+    ray.get([fast.ready.remote(), slow.ready.remote()])
+    blocked, original_get = [], ray.get
+
+    def watching_get(refs, *args, **kwargs):
+        as_list = refs if isinstance(refs, list) else [refs]
+        ready, _ = ray.wait(as_list, num_returns=len(as_list), timeout=0)
+        if len(ready) < len(as_list):
+            blocked.append(len(as_list) - len(ready))
+        return original_get(refs, *args, **kwargs)
+
+    ray.get = watching_get
+    try:
+        batches = async_batches([fast, slow], ray.put({"w": 0}), 8, 6)
+    finally:
+        ray.get = original_get
+    try:
+        calls = original_get([fast.num_calls.remote(), slow.num_calls.remote()], timeout=10)
+    finally:
+        for actor in (fast, slow):
+            ray.kill(actor)
+    if not isinstance(batches, list) or len(batches) != 6:
+        raise _Failed(f"it returned {type(batches).__name__} of length "
+                      f"{len(batches) if hasattr(batches, '__len__') else '-'}, expected a "
+                      "list of 6 batches.",
+                      "Loop until you have num_batches batches, appending each finished one.")
+    if blocked:
+        raise _Failed("it called ray.get on a batch that was not finished: the driver waited "
+                      "for a slow worker.",
+                      "ready, _ = ray.wait(list(in_flight), num_returns=1), then ray.get only "
+                      "the ready reference.")
+    sources = [b.get("worker") if isinstance(b, dict) else None for b in batches]
+    if sources.count("fast") < 5:
+        raise _Failed(f"the batches came from {sources}: the slow worker (3 s per batch) held "
+                      "the fast one (0.05 s) back.",
+                      "Give a worker its next request as soon as its batch arrives, and "
+                      "take batches in the order they finish.")
+    if calls[0] > 6 + 1 or calls[1] > 1:
+        raise _Failed(f"it sent {calls[0]} requests to the fast worker and {calls[1]} to the "
+                      "slow one for 6 batches: more than one request in flight per worker.",
+                      "Keep a dict {reference: worker}; submit one new request to a worker only "
+                      "after you took its batch.")

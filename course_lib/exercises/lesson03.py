@@ -1,0 +1,89 @@
+"""Checkers for notebook 03, parameter server."""
+
+from __future__ import annotations
+
+import ray
+
+from course_lib.exercises.core import _Failed, checker
+
+
+@checker(3, "average_gradients",
+         "the element-wise mean of every entry.")
+def check_average_gradients(average_gradients):
+    """average_gradients(list of {name: array}) must return {name: element-wise mean}."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    grads = [{"w": rng.normal(size=(3, 2)), "b": rng.normal(size=2)} for _ in range(4)]
+    got = average_gradients(grads)
+    if not isinstance(got, dict) or set(got) != {"w", "b"}:
+        raise _Failed(f"it returned {type(got).__name__} with keys "
+                      f"{sorted(got) if isinstance(got, dict) else '-'}; expected keys b, w.",
+                      "Build the result with one entry per name of the first dict.")
+    for name in ("w", "b"):
+        expected = sum(g[name] for g in grads) / len(grads)
+        if np.shape(got[name]) != expected.shape or not np.allclose(got[name], expected):
+            raise _Failed(f"entry {name!r} is not the mean over the workers.",
+                          "np.mean([g[name] for g in grads_list], axis=0) averages "
+                          "element by element.")
+
+
+@checker(3, "CachedWeights",
+         "copies only when the version changed.")
+def check_cached_weights(cached_class):
+    """CachedWeights.get must return the newest weights and copy only when the version changed."""
+    import numpy as np
+
+    from course_lib.param_server import ParameterServer
+
+    ps = ParameterServer.remote()
+    ray.get(ps.push.remote("net", {"w": np.zeros(3, np.float32)}))
+    cache = cached_class()
+    first = cache.get(ps, "net")
+    second = cache.get(ps, "net")
+    if first is None or not np.array_equal(first["w"], np.zeros(3)):
+        raise _Failed("the first get did not return the pushed weights.",
+                      "Start with version -1 so the first pull always copies.")
+    if second is not first:
+        raise _Failed("the second get copied the weights again although nothing changed.",
+                      "Keep the weights you got and return them when the pull gives None.")
+    ray.get(ps.push.remote("net", {"w": np.ones(3, np.float32)}))
+    third = cache.get(ps, "net")
+    if third is None or not np.array_equal(third["w"], np.ones(3)):
+        raise _Failed("after a new push, get still returned the old weights.",
+                      "Remember the version from each pull and pass it as known_version.")
+    ray.kill(ps)
+
+
+@checker(3, "VersionedWeights", "a pull copies the weights only when they are newer.")
+def check_versioned_weights(server_class):
+    """VersionedWeights must be a Ray actor: push(weights) returns the new version (1, 2, ...),
+    pull(known_version) returns (version, weights), or (version, None) when the caller already
+    has the newest version."""
+    import numpy as np
+
+    if not hasattr(server_class, "remote"):
+        raise _Failed("it is a plain class, not a Ray actor.",
+                      "Decorate the class with @ray.remote.")
+    server = server_class.remote()
+    try:
+        versions = ray.get([server.push.remote({"w": np.zeros(3)})])
+        if versions != [1]:
+            raise _Failed(f"the first push returned {versions[0]!r}, expected version 1.",
+                          "Start at version 0 and add one per push; return the new version.")
+        version, weights = ray.get(server.pull.remote(-1))
+        if version != 1 or weights is None or not np.array_equal(weights["w"], np.zeros(3)):
+            raise _Failed(f"pull(-1) after one push gave version {version!r} and weights "
+                          f"{weights!r}.", "A caller with an older version gets the weights.")
+        if ray.get(server.pull.remote(1)) != (1, None):
+            raise _Failed("pull(1) sent the weights again although the caller has version 1.",
+                          "When known_version equals the current version return (version, None): "
+                          "nothing is copied.")
+        if ray.get(server.push.remote({"w": np.ones(3)})) != 2:
+            raise _Failed("the second push did not return version 2.", "Count every push.")
+        version, weights = ray.get(server.pull.remote(1))
+        if version != 2 or weights is None or not np.array_equal(weights["w"], np.ones(3)):
+            raise _Failed("after a second push, pull(1) did not return version 2 and the new "
+                          "weights.", "Compare known_version with the current version.")
+    finally:
+        ray.kill(server)

@@ -1,0 +1,117 @@
+"""Checkers for notebook 04, replay."""
+
+from __future__ import annotations
+
+from course_lib.exercises.core import _Failed, checker
+
+
+@checker(4, "td_target",
+         "bootstraps after a time limit, not after a terminal state.")
+def check_td_target(td_target):
+    """td_target(reward, discount, terminated, next_q): bootstrap unless truly terminated."""
+    import numpy as np
+
+    reward = np.array([1.0, 1.0, 0.5])
+    discount = np.array([0.99, 0.99**3, 0.99**2])
+    terminated = np.array([False, True, False])     # the last one was truncated: bootstrap
+    next_q = np.array([10.0, 10.0, 4.0])
+    expected = reward + discount * (1 - terminated) * next_q
+    got = np.asarray(td_target(reward, discount, terminated, next_q), dtype=float)
+    if got.shape != expected.shape:
+        raise _Failed(f"it returned shape {got.shape}, expected {expected.shape}.",
+                      "Compute it element-wise on the arrays.")
+    if np.isclose(got[1], expected[1] + discount[1] * next_q[1]):
+        raise _Failed("it bootstraps from a terminal state.",
+                      "Multiply the bootstrap term by (1 - terminated).")
+    if not np.allclose(got, expected):
+        raise _Failed(f"it gave {np.round(got, 3)}, expected {np.round(expected, 3)}.",
+                      "target = reward + discount * (1 - terminated) * next_q; the discount "
+                      "already holds gamma**k.")
+
+
+@checker(4, "importance_weights",
+         "(N P)^-beta, scaled so the largest is 1.")
+def check_importance_weights(importance_weights):
+    """importance_weights(probs, beta) = (N P)^-beta normalised by the largest weight."""
+    import numpy as np
+
+    probs = np.array([0.5, 0.25, 0.125, 0.125])
+    for beta in (0.4, 1.0):
+        expected = (len(probs) * probs) ** -beta
+        expected = expected / expected.max()
+        got = np.asarray(importance_weights(probs, beta), dtype=float)
+        if got.shape != probs.shape:
+            raise _Failed(f"it returned shape {got.shape}, expected {probs.shape}.",
+                          "One weight per sampled probability.")
+        if not np.allclose(got, expected):
+            raise _Failed(f"for P={probs.tolist()} and beta={beta} it gave "
+                          f"{np.round(got, 3)}, expected {np.round(expected, 3)}.",
+                          "w = (N * P) ** -beta, then divide by w.max() so that w <= 1.")
+
+
+@checker(4, "stratified_targets",
+         "one uniform draw per segment.")
+def check_stratified_targets(stratified_targets):
+    """stratified_targets(total, k, rng): one uniform draw in each of k equal segments."""
+    import numpy as np
+
+    got = np.asarray(stratified_targets(10.0, 5, np.random.default_rng(0)), dtype=float)
+    if got.shape != (5,):
+        raise _Failed(f"it returned shape {got.shape}, expected (5,).",
+                      "One target per segment.")
+    segment = np.floor(got / 2.0)
+    if not np.array_equal(segment, np.arange(5)):
+        raise _Failed(f"targets {np.round(got, 2)} are not one per segment [0,2), [2,4), ...",
+                      "Target i = (i + u_i) * total / k with u_i uniform in [0, 1).")
+    again = np.asarray(stratified_targets(10.0, 5, np.random.default_rng(1)), dtype=float)
+    if np.allclose(got, again):
+        raise _Failed("the targets do not depend on the random generator.",
+                      "Draw u with rng.random(k).")
+
+
+class _CountingArray:
+    """A read-only array that counts the entries read through it (a slice counts its length)."""
+
+    def __init__(self, values):
+        import numpy as np
+
+        self.values, self.reads = np.asarray(values), 0
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, key):
+        import numpy as np
+
+        self.reads += int(np.size(self.values[key]))
+        return self.values[key]
+
+
+@checker(4, "find_prefix_sum", "one descent from the root, two reads per level.")
+def check_find_prefix_sum(find_prefix_sum):
+    """find_prefix_sum(sums, first_leaf, target) must return the slot whose prefix-sum interval
+    holds `target` (never a zero-priority slot), reading O(log N) entries of the tree."""
+    import numpy as np
+
+    from course_lib.replay import SumMinTree
+
+    rng = np.random.default_rng(0)
+    priorities = rng.random(13)
+    priorities[[2, 3, 9]] = 0.0                       # empty slots: never to be sampled
+    tree = SumMinTree(len(priorities))
+    tree.set(np.arange(len(priorities)), priorities)
+    edges = np.cumsum(priorities)
+    limit = 2 * tree.depth + 2
+    for target in [0.0, *rng.random(50) * edges[-1]]:
+        sums = _CountingArray(tree.sums)
+        slot = find_prefix_sum(sums, tree.first_leaf, float(target))
+        expected = int(np.searchsorted(edges, target, side="right"))
+        if slot != expected:
+            raise _Failed(f"for target {target:.3f} it returned slot {slot!r}, expected "
+                          f"{expected} (prefix sums {np.round(edges, 2).tolist()}).",
+                          "Start at node 1; go left if target < sums[left], else subtract "
+                          "sums[left] and go right; the slot is node - first_leaf.")
+        if sums.reads > limit:
+            raise _Failed(f"it read {sums.reads} entries of the tree for one search; a descent "
+                          f"over {tree.depth} levels needs at most {limit}.",
+                          "Do not scan the leaves: read only the left child on each level.")

@@ -1,0 +1,125 @@
+"""Checkers for notebook 08, the cluster."""
+
+from __future__ import annotations
+
+import time
+
+from course_lib.exercises.core import _Failed, checker
+
+
+@checker(8, "job_entrypoint",
+         "a list of arguments the command line accepts.")
+def check_job_entrypoint(job_entrypoint):
+    """job_entrypoint(algo, env_id, num_workers, stop) -> the argv list of the training job."""
+    import json
+
+    from course_lib import cli
+
+    stop = {"eval_return": 475, "time_s": 600}
+    argv = job_entrypoint("apex", "CartPole-v1", 8, stop)
+    if isinstance(argv, str):
+        raise _Failed("it returned one string; Ray Jobs (and subprocess) want a list of "
+                      "arguments.",
+                      "Return a list: ['python', '-m', 'course_lib', 'train', ...]. A single "
+                      "string would need shell quoting around the JSON.")
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        raise _Failed(f"it returned {argv!r}; expected a list of strings.",
+                      "Numbers too: str(num_workers).")
+    if argv[:4] != ["python", "-m", "course_lib", "train"]:
+        raise _Failed(f"it starts with {argv[:4]}, expected "
+                      "['python', '-m', 'course_lib', 'train'].",
+                      "The job runs the workshop's command line with the cluster's Python.")
+    try:
+        args = cli.build_parser().parse_args(argv[3:])
+    except (cli.UsageError, SystemExit) as err:
+        raise _Failed(f"the command line refuses it: {err}",
+                      "Options: --algo, --env, --num-workers, --stop.") from None
+    got = (args.algo, args.env, args.num_workers)
+    if got != ("apex", "CartPole-v1", 8):
+        raise _Failed(f"algo, env, workers parsed as {got}, expected "
+                      "('apex', 'CartPole-v1', 8).",
+                      "Pass each value after its option.")
+    if json.loads(args.stop) != stop:
+        raise _Failed(f"--stop parsed as {args.stop!r}.",
+                      "Write the dict as JSON with json.dumps(stop).")
+
+
+@checker(8, "make_safe",
+         "no stopped nodes left behind, dashboard closed to the internet.")
+def check_make_safe(make_safe):
+    """make_safe(config) fixes what cluster.safety_problems flags, keeping the node types."""
+    import copy
+
+    from course_lib import cluster
+    from course_lib.workspace import REPO
+
+    base = cluster.load_cluster_yaml(REPO / "cluster" / "aws.yaml")
+    unsafe = copy.deepcopy(base)
+    unsafe["provider"]["cache_stopped_nodes"] = True
+    unsafe["provider"]["security_group"] = {"IpPermissions": [
+        {"FromPort": 22, "ToPort": 22, "IpProtocol": "tcp",
+         "IpRanges": [{"CidrIp": "0.0.0.0/0"}]},
+        {"FromPort": 8265, "ToPort": 8265, "IpProtocol": "tcp",
+         "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]}
+    fixed = make_safe(copy.deepcopy(unsafe))
+    if not isinstance(fixed, dict):
+        raise _Failed(f"it returned {type(fixed).__name__}, expected the config dict.",
+                      "Change the dict and return it.")
+    problems = cluster.safety_problems(fixed)
+    if problems:
+        raise _Failed(f"still unsafe: {problems[0]}",
+                      "Two fixes: provider.cache_stopped_nodes = False, and no rule that "
+                      "opens port 8265 to 0.0.0.0/0 (keep the SSH rule).")
+    if set(fixed.get("available_node_types", {})) != set(base["available_node_types"]):
+        raise _Failed("it changed the node types.", "Fix the provider section only.")
+    rules = (fixed["provider"].get("security_group") or {}).get("IpPermissions") or []
+    if not any(rule.get("FromPort") == 22 for rule in rules):
+        raise _Failed("it removed the SSH rule too: the launcher, `ray dashboard` and "
+                      "`ray rsync-down` all need SSH.",
+                      "Keep the rule for port 22; drop only the one for 8265.")
+
+
+_PROBE = """import os, sys
+print("argv", sys.argv[1:], "PROBE", os.environ.get("PROBE"), "data", open("data.txt").read())
+"""
+
+
+@checker(8, "submit_with_env", "the job ran on the cluster with your files, arguments and "
+         "environment.")
+def check_submit_with_env(submit_with_env, client, timeout_s: float = 120.0):
+    """submit_with_env(client, argv, working_dir, env_vars) must submit a real job through the
+    JobSubmissionClient `client`: the working directory shipped, every argument intact (one
+    with a space), the environment variables set. The checker runs it and reads its logs."""
+    import tempfile
+    from pathlib import Path
+
+    from ray.job_submission import JobStatus
+
+    workdir = Path(tempfile.mkdtemp(prefix="probe-job-"))
+    (workdir / "probe.py").write_text(_PROBE)
+    (workdir / "data.txt").write_text("shipped")
+    job_id = submit_with_env(client, ["python", "probe.py", "two words"], str(workdir),
+                             {"PROBE": "42"})
+    if not isinstance(job_id, str):
+        raise _Failed(f"it returned {type(job_id).__name__}, expected the job's id (a str).",
+                      "Return what client.submit_job(...) returns.")
+    deadline = time.monotonic() + timeout_s
+    while not (status := client.get_job_status(job_id)).is_terminal():
+        if time.monotonic() > deadline:
+            client.stop_job(job_id)
+            raise _Failed(f"the job was still {status} after {timeout_s:.0f} s.",
+                          "Is the cluster up? `print(client.list_jobs())` shows every job.")
+        time.sleep(0.5)
+    logs = client.get_job_logs(job_id)
+    if status != JobStatus.SUCCEEDED:
+        tail = (logs.strip().splitlines() or ["(no output)"])[-1]
+        raise _Failed(f"the job {status}: {tail}",
+                      "runtime_env={'working_dir': working_dir, ...} ships probe.py to the "
+                      "cluster; without it the job runs in an empty directory.")
+    if "argv ['two words']" not in logs:
+        raise _Failed(f"the job saw other arguments: {logs.strip()[:120]}",
+                      "The entrypoint is ONE shell string: shlex.join(argv) quotes each "
+                      "argument ('two words' stays one).")
+    if "PROBE 42" not in logs:
+        raise _Failed("the job did not see PROBE=42.",
+                      "runtime_env={'working_dir': ..., 'env_vars': env_vars}.")
