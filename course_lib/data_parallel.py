@@ -113,7 +113,7 @@ def _setup(cfg: DataParallelConfig):
     return make_model(cfg), workers, test
 
 
-def train_sync(cfg: DataParallelConfig) -> list[dict]:
+def sync_sgd(cfg: DataParallelConfig) -> list[dict]:
     """Synchronous data parallelism; returns [{update, time_s, accuracy}, ...]."""
     model, workers, (x_test, y_test) = _setup(cfg)
     weights = get_weights(model)
@@ -131,7 +131,7 @@ def train_sync(cfg: DataParallelConfig) -> list[dict]:
     return history
 
 
-def train_async(cfg: DataParallelConfig) -> tuple[list[dict], list[int]]:
+def async_sgd(cfg: DataParallelConfig) -> tuple[list[dict], list[int]]:
     """Asynchronous training through a ParameterServer.
 
     Returns the history [{update, time_s, accuracy}, ...] and the staleness of every applied

@@ -7,7 +7,7 @@ The four steps of the RLlib talk's example, each a plain function you can call o
 3. postprocess: `discounted_returns` (temporal discounting), then `advantages` (minus a baseline);
 4. the loss: `policy_gradient_loss`, whose gradient is the policy gradient.
 
-Parallelism: `RolloutWorker` actors run steps 1-3 on their own cores; the driver (the learner)
+Parallelism: `EpisodeSampler` actors run steps 1-3 on their own cores; the driver (the learner)
 runs step 4. `train_sync` waits for every worker each iteration; `train_async` updates on
 whichever batch arrives first (`ray.wait`) and sends that worker fresh weights at once.
 
@@ -287,7 +287,7 @@ def evaluate_greedy(policy: PolicyNet | dict[str, np.ndarray], env_id: str = "Ca
 # ---------------------------------------------------------------------------------------------
 
 @ray.remote(num_cpus=1)
-class RolloutWorker:
+class EpisodeSampler:
     """An env plus a copy of the policy, in its own process: samples and postprocesses.
 
     The driver passes the weights as an ObjectRef made once with `ray.put`; Ray resolves it
@@ -336,7 +336,7 @@ class RolloutWorker:
         return batch
 
 
-def make_learner(cfg: PGConfig) -> tuple[PolicyNet, torch.optim.Optimizer]:
+def make_policy_and_optimizer(cfg: PGConfig) -> tuple[PolicyNet, torch.optim.Optimizer]:
     """The driver's policy (the one that learns) and its optimiser, seeded from cfg.seed."""
     torch.manual_seed(cfg.seed)
     env = gym.make(cfg.env_id)
@@ -346,7 +346,7 @@ def make_learner(cfg: PGConfig) -> tuple[PolicyNet, torch.optim.Optimizer]:
 
 
 def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
-    """`cfg.num_workers` RolloutWorker actors (different seeds) holding `policy`'s weights.
+    """`cfg.num_workers` EpisodeSampler actors (different seeds) holding `policy`'s weights.
 
     Returns once every worker is up, so training clocks do not count process start-up.
     Fails fast when Ray has fewer CPUs than workers, instead of waiting forever for actors
@@ -356,7 +356,7 @@ def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
     if cfg.num_workers > cpus:
         raise ValueError(f"num_workers={cfg.num_workers} needs {cfg.num_workers} CPUs but the "
                          f"Ray cluster has {cpus:g}; lower num_workers or start Ray with more.")
-    workers = [RolloutWorker.remote(cfg.env_id, cfg.hidden, cfg.gamma, cfg.seed + 1000 * (i + 1))
+    workers = [EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma, cfg.seed + 1000 * (i + 1))
                for i in range(cfg.num_workers)]
     weights_ref = ray.put(get_weights(policy))
     ray.get([w.set_weights.remote(weights_ref) for w in workers])
@@ -407,7 +407,7 @@ def train_sync(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     reaches `cfg.target_return` or after `cfg.max_iterations`. Needs Ray running.
     Returns the trained policy and the history (one dict per update; `progress` gets each).
     """
-    policy, optimizer = make_learner(cfg)
+    policy, optimizer = make_policy_and_optimizer(cfg)
     history, env_steps = [], 0
     with rollout_workers(cfg, policy) as workers:
         start = time.perf_counter()
@@ -434,7 +434,7 @@ def train_async(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     of never waiting: slightly off-policy gradients). One iteration = one update on one
     worker's batch. Same stopping rule, return value and `progress` as `train_sync`.
     """
-    policy, optimizer = make_learner(cfg)
+    policy, optimizer = make_policy_and_optimizer(cfg)
     history, env_steps = [], 0
     with rollout_workers(cfg, policy) as workers:
         start = time.perf_counter()
@@ -467,7 +467,7 @@ def measure_sampling_throughput(cfg: PGConfig, worker_counts: list[int],
     timed rounds in which every worker samples `steps_per_worker` steps with the same
     broadcast weights; the median round counts (other programs on the machine add noise).
     """
-    policy, _ = make_learner(cfg)
+    policy, _ = make_policy_and_optimizer(cfg)
     weights_ref = ray.put(get_weights(policy))
     rates = []
     for n in worker_counts:
@@ -496,7 +496,7 @@ def train_with_param_server(cfg: PGConfig, ps, progress: Callable[[dict], None] 
     at episode boundaries. Each history row adds "version" (the newest version on the server)
     and "policy_lag" (how many versions behind the batch's episodes were, on average).
     """
-    policy, optimizer = make_learner(cfg)
+    policy, optimizer = make_policy_and_optimizer(cfg)
     version = ray.get(ps.push.remote("policy", get_weights(policy)))
     history, env_steps = [], 0
     with rollout_workers(cfg, policy) as workers:

@@ -4,10 +4,10 @@ import numpy as np
 
 from course_lib.data_parallel import (
     DataParallelConfig,
+    async_sgd,
     make_blobs,
     sgd_step,
-    train_async,
-    train_sync,
+    sync_sgd,
 )
 
 
@@ -26,8 +26,8 @@ def test_sgd_step_moves_against_the_gradient():
 
 def test_sync_and_async_both_learn(ray_local):
     cfg = DataParallelConfig.preset()
-    sync = train_sync(cfg)
-    history, staleness = train_async(cfg)
+    sync = sync_sgd(cfg)
+    history, staleness = async_sgd(cfg)
     chance = 1 / cfg.n_classes
     assert sync[-1]["update"] == cfg.steps and sync[-1]["accuracy"] > chance + 0.3
     assert history[-1]["update"] == cfg.steps * cfg.num_workers

@@ -9,7 +9,7 @@ from course_lib.param_server import ParameterServer
 
 def test_worker_pulls_only_changed_weights(ray_local):
     cfg = pg.PGConfig.preset()
-    policy, _ = pg.make_learner(cfg)
+    policy, _ = pg.make_policy_and_optimizer(cfg)
     ps = ParameterServer.remote()
     ray.get(ps.push.remote("policy", pg.get_weights(policy)))
     [worker] = pg.make_workers(cfg.updated({"num_workers": 1}), policy)

@@ -274,7 +274,7 @@ def test_end_to_end_sac_through_the_command_line(tmp_path, capsys, ray_local):
 
     assert cli.main(["evaluate", str(run), "--episodes", "2"]) == 0
     assert capsys.readouterr().out.startswith(f"sac Pendulum-v1 {checkpoint.name} (weights "
-                                              f"version {meta['weights_version']}: after")
+                                              f"version {meta['weights_version']}, ")
 
     resumed = tmp_path / "resumed"
     code = cli.main(["train", "--restore", str(run), "--quiet", "--results-dir", str(resumed),

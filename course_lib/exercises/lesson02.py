@@ -39,7 +39,7 @@ def check_collect(collect):
 
     from course_lib import pg
 
-    workers = [pg.RolloutWorker.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
+    workers = [pg.EpisodeSampler.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
     policy = pg.make_policy(gym.make("CartPole-v1"), (16,))
     puts, original_put = [], ray.put
 
