@@ -82,7 +82,10 @@ def run_once(side: str, name: str, kind: str, task: str, seed: int, quick: bool)
     last = result.last
     reached = result.stopped_by == "eval_return"
     return {"task": task, "side": side, "name": name, "seed": seed, "reached": reached,
-            "stopped_by": result.stopped_by, "time_s": round(float(last["time_s"]), 1),
+            # ours: when the evaluation that stopped the run ended (wall_s); RLlib's rows are
+            # produced after each iteration's evaluation: both clocks include evaluation
+            "stopped_by": result.stopped_by,
+            "time_s": round(float(last.get("wall_s", last["time_s"])), 1),
             "env_steps": int(last["env_steps"]),
             "learner_updates": int(last["learner_updates"]),
             "eval_return": round(float(last["eval_return"]), 1),

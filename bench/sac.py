@@ -57,9 +57,9 @@ def run_seed(env_id: str, seed: int, workers: int, overrides: dict) -> dict:
     last = result.last
     return {"seed": seed, "reached": result.stopped_by == "eval_return",
             "stopped_by": result.stopped_by, "env_steps": last["env_steps"],
-            "time_s": round(last["time_s"], 1), "learner_updates": last["learner_updates"],
+            # wall_s: when the evaluation that stopped the run ended (evaluation inside the clock)
+            "time_s": round(last["wall_s"], 1), "learner_updates": last["learner_updates"],
             "eval_return": round(last["eval_return"], 1),
-            "tested_at_steps": last["tested_at_steps"],
             "updates_per_s": round(last["learner_updates"] / last["time_s"], 1),
             "learner_device": result.extras["learner_device"]}
 

@@ -1,0 +1,101 @@
+"""Does the checkpoint hold the goal? Train through the command line until the goal, then score
+what was saved on 20 fresh episodes with `evaluate`, exactly as a user would.
+
+    python bench/goal_holds.py [--tasks apex:CartPole-v1 ...] [--seeds 0 1 2] [--quick]
+
+For each task and seed:
+
+    python -m course_lib train --algo A --env E --stop '{"eval_return": GOAL}' --checkpoint-at-end
+    python -m course_lib evaluate RUN --episodes 20 --seed 1000
+
+A goal counts only if the saved weights score within 5% of it on those fresh episodes
+(seeds 1000-1019 are never used in training: training evaluations draw their own seeds).
+Writes bench/results/goal_holds.json; `--quick`: one seed, a 2,000-step budget, no goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import private_ray_tmp, write_json
+
+#: algo:env -> the goal (mean return) its run stops at
+GOALS = {"apex:CartPole-v1": 475.0, "apex:Acrobot-v1": -100.0, "sac:Pendulum-v1": -200.0}
+TOLERANCE = 0.05            # "within 5% of the goal"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def within(score: float, goal: float) -> bool:
+    """`score` is no worse than the goal by more than 5% of its size."""
+    return score >= goal - TOLERANCE * abs(goal)
+
+
+def run_cli(*args: str, timeout_s: float = 1_200) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "course_lib", *args], capture_output=True,
+                          text=True, timeout=timeout_s, cwd=ROOT,
+                          env={**os.environ, "COURSE_QUICK": "0"})
+
+
+def one(task: str, seed: int, results_dir: Path, quick: bool) -> dict:
+    algo, env_id = task.split(":")
+    goal = GOALS[task]
+    stop = ({"eval_return": None, "env_steps": 2_000} if quick
+            else {"eval_return": goal, "time_s": 900})
+    start = time.perf_counter()
+    train = run_cli("train", "--algo", algo, "--env", env_id, "--quiet", "--checkpoint-at-end",
+                    "--stop", json.dumps(stop), "--config", json.dumps({"seed": seed}),
+                    "--results-dir", str(results_dir / f"{algo}-{env_id}-{seed}"))
+    seconds = time.perf_counter() - start
+    if train.returncode not in (0, 1):
+        raise RuntimeError(f"{task} seed {seed}: train failed: {train.stderr.strip()[-500:]}")
+    summary = train.stdout.strip().splitlines()[-1]
+    run_dir = re.search(r"results in (\S+?);", summary).group(1)
+    evaluation = run_cli("evaluate", run_dir, "--episodes", "20", "--seed", "1000")
+    if evaluation.returncode != 0:
+        raise RuntimeError(f"{task} seed {seed}: evaluate failed: {evaluation.stderr[-500:]}")
+    score = float(re.search(r"mean return (\S+)", evaluation.stdout).group(1))
+    rows = [json.loads(line) for line in (Path(run_dir) / "result.json").read_text().splitlines()]
+    last = rows[-1]
+    return {"task": task, "seed": seed, "goal": goal, "reached": train.returncode == 0,
+            "env_steps": last["env_steps"], "time_s": round(last["time_s"], 1),
+            "wall_s": round(last["wall_s"], 1), "process_s": round(seconds, 1),
+            "train_eval_return": round(last["eval_return"], 1),
+            "train_eval_episodes": last["eval_episodes"], "checkpoint_score": score,
+            "holds": (not quick) and within(score, goal),
+            "train_summary": summary, "evaluate": evaluation.stdout.strip()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=list(GOALS), choices=list(GOALS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "goal_holds.json"))
+    args = parser.parse_args()
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    load_before = os.getloadavg()[0]
+    runs = []
+    with private_ray_tmp(), tempfile.TemporaryDirectory() as tmp:
+        for task in args.tasks:
+            for seed in seeds:
+                run = one(task, seed, Path(tmp), args.quick)
+                runs.append(run)
+                print(f"{task:<18} seed {seed}: stopped at {run['env_steps']:>7,} env steps, "
+                      f"{run['wall_s']:6.1f} s, training scored {run['train_eval_return']:7.1f} "
+                      f"({run['train_eval_episodes']} episodes); checkpoint on 20 fresh "
+                      f"episodes {run['checkpoint_score']:7.1f}: "
+                      f"{'holds' if run['holds'] else 'DOES NOT HOLD'}", flush=True)
+    write_json({"quick": args.quick, "load_before": load_before,
+                "load_after": os.getloadavg()[0], "runs": runs}, args.json)
+
+
+if __name__ == "__main__":
+    main()
