@@ -72,15 +72,29 @@ def test_token_auth_reaches_every_node():
 
 def test_version_pins_match_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pins = {Requirement(r).name: str(Requirement(r).specifier).removeprefix("==")
+    pins = {Requirement(r).name.lower(): str(Requirement(r).specifier).removeprefix("==")
             for r in project["dependencies"]}
     found = cl.cluster_versions(_aws_config())
     assert found["ray"] == pins["ray"] == "2.60.0"
     assert SpecifierSet(project["requires-python"]).contains(found["python"])
     assert found["packages"], "the YAML should pin torch for its CPU nodes"
     for name, version in found["packages"].items():
-        if name in pins:
-            assert version == pins[name], name
+        assert version == pins[name], name
+
+
+# Only on the laptop: the notebooks' JupyterLab and widgets, and notebook 04's cpprb.
+NOTEBOOK_ONLY = {"jupyterlab", "ipykernel", "ipywidgets", "cpprb"}
+
+
+def test_nodes_install_what_training_needs_and_nothing_else():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = {Requirement(r).name.lower() for r in project["dependencies"]}
+    tools = {Requirement(r).name.lower() for r in project["optional-dependencies"]["test"]}
+    found = cl.cluster_versions(_aws_config())
+    on_nodes = set(found["packages"]) | {"ray"}
+    assert on_nodes == base - NOTEBOOK_ONLY
+    assert not on_nodes & tools
+    assert "--no-deps -e ~/workshop" in " ".join(_aws_config()["setup_commands"])
 
 
 def test_check_versions_accepts_the_installed_stack():

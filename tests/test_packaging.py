@@ -1,5 +1,9 @@
-"""The install is pinned in two places (pyproject.toml, environment.yml): they must agree."""
+"""The install is declared once, in pyproject.toml: exact pins, every imported package among
+them, and environment.yml installing the project through pip rather than repeating the pins."""
 
+import ast
+import importlib.metadata
+import sys
 import tomllib
 from pathlib import Path
 
@@ -7,48 +11,73 @@ import yaml
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+# The repository's own modules (imported by name from their folders), and optional imports
+# guarded by `except ImportError` (cli.write_gif prefers imageio, falls back to Pillow).
+LOCAL = {"course_lib", "scripts", "benchlib", "browser_support", "helper", "conftest"}
+OPTIONAL = {"imageio"}
 
 
-def pyproject_pins() -> dict[str, str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = project["dependencies"] + [r for extra in project["optional-dependencies"].values()
+def requirements() -> list[Requirement]:
+    reqs = PROJECT["dependencies"] + [r for extra in PROJECT["optional-dependencies"].values()
                                       for r in extra]
-    return {Requirement(r).name: str(Requirement(r).specifier) for r in reqs
-            if not r.startswith("course-lib")}
-
-
-def conda_pins() -> tuple[str, dict[str, str]]:
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    pins = {Requirement(r).name: str(Requirement(r).specifier)
-            for r in pip if not r.startswith("-e")}
-    return python, pins
+    return [Requirement(r) for r in reqs]
 
 
 def test_every_pin_is_exact():
-    for name, spec in pyproject_pins().items():
-        assert spec.startswith("==") and "," not in spec, f"{name} is not pinned exactly: {spec}"
+    for req in requirements():
+        if req.name == "course-lib":                 # an extra made of other extras
+            continue
+        spec = str(req.specifier)
+        assert spec.startswith("==") and "," not in spec, f"{req.name} is not pinned: {spec}"
 
 
-def test_environment_yml_matches_pyproject():
-    python, pins = conda_pins()
-    assert pins == pyproject_pins()
-    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
-    assert python == "python=3.11" and requires == "==3.11.*"
+def imported_modules() -> dict[str, str]:
+    """Top-level module -> one file importing it, for every import (also inside functions) in
+    the code and tests of the repository."""
+    found = {}
+    for folder in ("course_lib", "scripts", "bench", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    found.setdefault(name.split(".")[0], str(path.relative_to(ROOT)))
+    return found
 
 
-def test_environment_yml_installs_the_package_itself():
+def test_every_imported_package_is_declared():
+    declared = {req.name.lower().replace("_", "-") for req in requirements()}
+    distributions = importlib.metadata.packages_distributions()
+    undeclared = []
+    for module, where in imported_modules().items():
+        if module in sys.stdlib_module_names or module in LOCAL | OPTIONAL:
+            continue
+        names = {d.lower().replace("_", "-") for d in distributions.get(module, [])}
+        if not names & declared:
+            undeclared.append(f"{module} ({where}; distribution {sorted(names) or '?'})")
+    assert undeclared == [], "imported but not in pyproject.toml: " + ", ".join(undeclared)
+
+
+def test_environment_yml_has_no_pins_of_its_own():
+    """conda makes the Python; pip installs the project with its extras, pins and all."""
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    assert "-e ." in pip
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    [pip] = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
+    assert sorted(d.split(">")[0].split("=")[0].split("<")[0] for d in conda) == ["pip", "python"]
+    python = next(d for d in conda if d.startswith("python"))
+    assert python.removeprefix("python") == PROJECT["requires-python"].replace(" ", "")
+    assert pip == ["-e .[test,rllib]"]
 
 
 def test_ray_starts_without_the_slow_jsonschema_import():
     """jsonschema >= 4.25 imports rfc3987_syntax, which builds an Earley parser at import time
     (1.8 s here); Ray imports jsonschema in every worker process. The pin keeps it out."""
     import subprocess
-    import sys
 
     code = "import sys, ray; print('rfc3987_syntax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
