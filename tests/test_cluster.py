@@ -82,8 +82,8 @@ def test_version_pins_match_pyproject():
         assert version == pins[name], name
 
 
-# Only on the laptop: the notebooks' JupyterLab and widgets, and notebook 04's cpprb.
-NOTEBOOK_ONLY = {"jupyterlab", "ipykernel", "ipywidgets", "cpprb"}
+# Only on the laptop: the notebooks' JupyterLab, kernel and widgets, and notebook 04's cpprb.
+NOTEBOOK_ONLY = {"jupyterlab", "ipykernel", "ipython", "ipywidgets", "cpprb"}
 
 
 def test_nodes_install_what_training_needs_and_nothing_else():
