@@ -83,3 +83,14 @@ def test_ray_starts_without_the_slow_jsonschema_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out[-1] == "False", "a Ray process imported rfc3987_syntax: check the jsonschema pin"
+
+
+def test_setup_check_accepts_the_pythons_of_requires_python(monkeypatch):
+    from course_lib import setup_check
+
+    assert setup_check.check_python().ok                      # the Python running the tests
+    for version, ok in (("3.11.9", True), ("3.13.1", True), ("3.10.14", False), ("3.14.0", False)):
+        monkeypatch.setattr(setup_check.platform, "python_version", lambda v=version: v)
+        check = setup_check.check_python()
+        assert check.ok is ok, version
+        assert ok or "<3.14" in check.fix and ">=3.11" in check.fix
