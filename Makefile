@@ -4,7 +4,10 @@
 PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-STAMP   := $(VENV)/.installed
+# Two installs: what attendees need (the notebooks, RLlib for notebook 07) and everything
+# (tests, decks, benchmarks). Each stamp is renewed when pyproject.toml changes.
+LAB_STAMP := $(VENV)/.installed-lab
+STAMP     := $(VENV)/.installed-all
 # Extra pip arguments, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu on a Linux laptop
 # without a GPU (the CPU build of torch is ~200 MB instead of several GB).
 TORCH_INDEX ?=
@@ -19,9 +22,9 @@ PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 .PHONY: help install lab test unit nbval lint notebooks student slides wheelhouse chromium bench clean
 
 help:
-	@echo "make lab        set up (first time) and open your workshop/ folder in JupyterLab"
+	@echo "make lab        set up (first time: notebooks + RLlib) and open your workshop/ folder"
 	@echo "make workshop-refresh  a fresh workshop/ (the old one is kept as workshop.backup-<time>)"
-	@echo "make test       set up (first time) and run every test: lint, unit tests, notebooks"
+	@echo "make test       set up everything (first time) and run every test"
 	@echo "make notebooks  re-execute every notebook in full mode, in place (refreshes outputs)"
 	@echo "make lint       ruff on the code and the notebooks"
 	@echo "make student    the attendee edition (solutions collapsed, not run) in build/student"
@@ -30,22 +33,32 @@ help:
 	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests)"
 	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 
-$(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required: run make PYTHON=python3.11 ...")'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test,rllib]"
-	touch $(STAMP)
+# Python 3.11, 3.12 or 3.13 (requires-python in pyproject.toml).
+PYTHON_OK := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else \
+	"Python 3.11, 3.12 or 3.13 is required: run make PYTHON=python3.12 ...")
+
+$(BIN)/python:
+	@$(PYTHON) -c '$(PYTHON_OK)'
+	$(PYTHON) -m venv $(VENV)
+
+$(LAB_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[rllib]"
+	touch $(LAB_STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test,slides,rllib,bench]"
+	touch $(STAMP) $(LAB_STAMP)
 
 install: $(STAMP)
 
 # workshop/ is the attendee edition (no solutions to run by accident), made on the first
 # `make lab` and never overwritten: your edits stay. notebooks/ is the instructor edition.
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	$(BIN)/python scripts/notebooks.py workshop --dir workshop
 	$(BIN)/jupyter lab $(LAB_ARGS) workshop/
 
 .PHONY: workshop-refresh
-workshop-refresh: $(STAMP)
+workshop-refresh: $(LAB_STAMP)
 	$(BIN)/python scripts/notebooks.py workshop --dir workshop --refresh
 
 # The test command: quick mode, each pytest run with its own Ray temp dir (see conftest.py).
@@ -89,6 +102,7 @@ chromium:
 
 # Every wheel of the tested environment (exact versions: pip freeze of .venv), the build
 # backend, and the workshop itself, for `pip install --no-index --find-links wheelhouse`.
+# For the Python version it is built with: build one per Python the attendees bring.
 # Wheels are per platform: build it on the OS/CPU the attendees use (torch: CPU build if
 # installed with TORCH_INDEX=https://download.pytorch.org/whl/cpu).
 wheelhouse: $(STAMP)

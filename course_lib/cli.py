@@ -30,6 +30,8 @@ import math
 import sys
 from pathlib import Path
 
+from course_lib.errors import first_line
+
 #: algorithm name -> the module whose `ALGORITHM` describes it
 ALGORITHMS: dict[str, str] = {
     "apex": "course_lib.apex",
@@ -188,18 +190,13 @@ def make_checked_env(env_id: str, algorithm, **kwargs):
     try:
         env = make_env(env_id, **kwargs)
     except gym.error.Error as err:                 # missing dependency (box2d, ...), bad id
-        raise UsageError(f"cannot make {env_id}: {_first_line(err)}") from None
+        raise UsageError(f"cannot make {env_id}: {first_line(err)}") from None
     if algorithm is not None:
         try:
             algorithm.check_env(env)
         except ValueError as err:
             raise UsageError(str(err)) from None
     return env
-
-
-def _first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +259,7 @@ def train(args) -> int:
             algorithm.policy({**checkpoint, "config": cfg.to_dict()})
         except (RuntimeError, KeyError, ValueError) as err:
             raise UsageError(f"checkpoint {meta['path']} does not fit this config "
-                             f"({_first_line(err)})") from None
+                             f"({first_line(err)})") from None
 
     import torch
     torch.set_num_threads(1)                     # tiny networks: one thread is fastest
@@ -351,7 +348,7 @@ def _render(env):
         return env.render()
     except gym.error.DependencyNotInstalled as err:
         raise UsageError(f"rendering {env.spec.id} needs a package that is not installed: "
-                         f"{_first_line(err)}") from None
+                         f"{first_line(err)}") from None
 
 
 def write_gif(frames, path, fps: int = 30) -> None:

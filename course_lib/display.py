@@ -52,13 +52,19 @@ class Source:
 
 
 def in_notebook() -> bool:
-    """True inside a Jupyter kernel (where display handles work)."""
+    """True inside a Jupyter kernel (where display handles work): JupyterLab's, VS Code's, and
+    Colab's, whose shell is a subclass of ipykernel's. False in a terminal IPython or plain
+    Python. ipykernel is imported only when an IPython shell is running."""
     try:
         from IPython import get_ipython
     except ImportError:
         return False
     shell = get_ipython()
-    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+    if shell is None:
+        return False
+    from ipykernel.zmqshell import ZMQInteractiveShell
+
+    return isinstance(shell, ZMQInteractiveShell)
 
 
 def show_source(*objects) -> Source:

@@ -39,9 +39,6 @@ import json
 import math
 import os
 import shutil
-import socket
-import struct
-import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -203,7 +200,7 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         self.checkpoint_freq, self.checkpoint_at_end = checkpoint_freq, checkpoint_at_end
         self.keep_checkpoints = keep_checkpoints
-        self.events = EventWriter(self.path)
+        self.events = tensorboard_writer(self.path)
         self._columns: list[str] | None = None
 
     @classmethod
@@ -216,8 +213,7 @@ class Run:
             path, n = base.with_name(f"{base.name}_{n}"), n + 1
         run = cls(path, **kwargs)
         (run.path / "params.json").write_text(json.dumps(params, indent=2, default=str) + "\n")
-        table = "\n".join(f"|{key}|{value}|" for key, value in _flatten(params).items())
-        run.events.text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        run.events.add_text("hyperparameters", hyperparameter_table(params))
         return run
 
     def log(self, row: dict) -> None:
@@ -233,9 +229,7 @@ class Run:
             writer.writerow(row)
         with open(self.path / "result.json", "a") as file:
             file.write(json.dumps(_json_safe(row)) + "\n")
-        self.events.scalars({k: v for k, v in row.items() if k != "env_steps"
-                             and isinstance(v, int | float) and math.isfinite(v)},
-                            step=int(row["env_steps"]))
+        log_scalars(self.events, row)
 
     def checkpoint_due(self, iteration: int, final: bool = False) -> bool:
         if final and self.checkpoint_at_end:
@@ -369,89 +363,32 @@ def load_checkpoint(path, algo: str | None = None, env_id: str | None = None) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# TensorBoard event files, written by hand (the tensorboard package is not a dependency)
+# TensorBoard: the event files, written by TensorBoard's own writer (through torch)
 # ---------------------------------------------------------------------------------------------
-# An event file is a sequence of TFRecords: len (uint64) | masked crc32c(len) (uint32) |
-# data | masked crc32c(data) (uint32), all little-endian. Each record's data is an `Event`
-# protobuf; the few fields we need are encoded below by hand.
 
-def _crc32c_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
+def tensorboard_writer(folder):
+    """TensorBoard's writer for a run folder (`events.out.tfevents.*` in `folder`).
 
-
-_CRC_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli), as TFRecord uses; crc32c(b"123456789") == 0xE3069283."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def _masked_crc(data: bytes) -> int:
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, wire_type: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | wire_type) + payload
-
-
-def _bytes_field(number: int, data: bytes) -> bytes:
-    return _field(number, 2, _varint(len(data)) + data)
-
-
-class EventWriter:
-    """Scalars (and one text table) in a `events.out.tfevents.*` file that TensorBoard reads.
-
-    Event: wall_time = 1 (double), step = 2 (int64), file_version = 3 (string),
-    summary = 5; Summary: value = 1 (repeated); Value: tag = 1, simple_value = 2 (float),
-    tensor = 8, metadata = 9 (text plugin).
+    Flushed every second, so that a TensorBoard opened beside a running training
+    (`%tensorboard --logdir results` in a notebook) follows it live. Imported here, not at the
+    top: the command line checks its input before torch and TensorBoard load.
     """
+    from torch.utils.tensorboard import SummaryWriter
 
-    def __init__(self, folder):
-        self.path = Path(folder) / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
-        self.file = open(self.path, "ab")
-        self._write_event(_bytes_field(3, b"brain.Event:2"), step=0)
+    return SummaryWriter(log_dir=str(folder), flush_secs=1)
 
-    def scalars(self, values: dict[str, float], step: int) -> None:
-        summary = b"".join(
-            _bytes_field(1, _bytes_field(1, tag.encode()) + _field(2, 5, struct.pack("<f", value)))
-            for tag, value in values.items())
-        self._write_event(_bytes_field(5, summary), step)
 
-    def text(self, tag: str, markdown: str, step: int = 0) -> None:
-        """A markdown text (e.g. a table of hyperparameters) for TensorBoard's Text tab."""
-        metadata = _bytes_field(1, _bytes_field(1, b"text"))      # plugin_data.plugin_name
-        tensor = (_field(1, 0, _varint(7))                          # dtype DT_STRING
-                  + _bytes_field(2, b"")                            # shape: a scalar
-                  + _bytes_field(8, markdown.encode()))             # string_val
-        value = _bytes_field(1, tag.encode()) + _bytes_field(8, tensor) + _bytes_field(9, metadata)
-        self._write_event(_bytes_field(5, _bytes_field(1, value)), step)
+def hyperparameter_table(params: dict) -> str:
+    """`params` (nested dicts flattened to dotted keys) as a Markdown table, which
+    TensorBoard's Text tab renders as a table."""
+    rows = "\n".join(f"|{key}|{value}|" for key, value in _flatten(params).items())
+    return f"|param|value|\n|-|-|\n{rows}"
 
-    def _write_event(self, body: bytes, step: int) -> None:
-        data = _field(1, 1, struct.pack("<d", time.time())) + _field(2, 0, _varint(step)) + body
-        header = struct.pack("<Q", len(data))
-        self.file.write(header + struct.pack("<I", _masked_crc(header)) + data
-                        + struct.pack("<I", _masked_crc(data)))
-        self.file.flush()
 
-    def close(self) -> None:
-        self.file.close()
+def log_scalars(writer, row: dict) -> None:
+    """Every finite number of a progress row as a scalar, with env steps as the x axis (the
+    axis on which runs with different numbers of workers compare fairly)."""
+    step = int(row["env_steps"])
+    for key, value in row.items():
+        if key != "env_steps" and isinstance(value, int | float) and math.isfinite(value):
+            writer.add_scalar(key, value, global_step=step)

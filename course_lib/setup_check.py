@@ -11,11 +11,11 @@ import importlib.metadata as md
 import os
 import platform
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 PACKAGE = "course-lib"
 INSTALL_FIX = "run `make lab` (or `pip install -e .`) from the repository root"
@@ -37,9 +37,12 @@ def pinned_requirements(extras: tuple[str, ...] = ()) -> list[Requirement]:
 
 
 def check_python() -> Check:
+    """This Python is one the pins are made for (`requires-python` of the installed package)."""
     version = platform.python_version()
-    ok = sys.version_info[:2] == (3, 11)
-    return Check("Python", ok, version, "" if ok else "use Python 3.11 (the pins are made for it)")
+    supported = SpecifierSet(md.metadata(PACKAGE)["Requires-Python"] or "")
+    ok = supported.contains(version)
+    return Check("Python", ok, version,
+                 "" if ok else f"use a Python {supported} (the pins are made for those)")
 
 
 def check_packages() -> list[Check]:

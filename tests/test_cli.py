@@ -11,19 +11,15 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from course_lib import cli, results
 from course_lib.results import (
     CheckpointError,
-    EventWriter,
     Run,
-    crc32c,
     load_checkpoint,
     save_checkpoint,
 )
@@ -32,78 +28,42 @@ ROW = {"iteration": 1, "time_s": 0.5, "env_steps": 100, "learner_updates": 7,
        "eval_return": 12.5, "train_return": math.nan}
 
 
-# --- TensorBoard event files ------------------------------------------------------------------
+# --- TensorBoard event files, read back with TensorBoard's own reader ----------------------------
 
-def read_records(path):
-    """The TFRecords of an event file, checking both CRCs of each."""
-    data, records, pos = Path(path).read_bytes(), [], 0
+def read_events(folder):
+    """The run's event file as TensorBoard itself loads it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    def masked(b):
-        crc = crc32c(b)
-        return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-    while pos < len(data):
-        header = data[pos:pos + 8]
-        (length,) = struct.unpack("<Q", header)
-        assert struct.unpack("<I", data[pos + 8:pos + 12])[0] == masked(header)
-        body = data[pos + 12:pos + 12 + length]
-        assert struct.unpack("<I", data[pos + 12 + length:pos + 16 + length])[0] == masked(body)
-        records.append(body)
-        pos += 16 + length
-    return records
+    return EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0}).Reload()
 
 
-def parse_message(data):
-    """A protobuf message as {field number: [values]} (varint, 64-bit, bytes, 32-bit)."""
-    fields, pos = {}, 0
-
-    def varint():
-        nonlocal pos
-        shift = value = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return value
-
-    while pos < len(data):
-        key = varint()
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value = varint()
-        elif wire == 1:
-            value, pos = data[pos:pos + 8], pos + 8
-        elif wire == 2:
-            n = varint()
-            value, pos = data[pos:pos + n], pos + n
-        else:
-            value, pos = data[pos:pos + 4], pos + 4
-        fields.setdefault(number, []).append(value)
-    return fields
+def test_tensorboard_shows_each_number_of_a_row_against_env_steps(tmp_path):
+    run = Run.create(tmp_path, "apex", "CartPole-v1", {"lr": 0.001, "net": {"hidden": 64}})
+    run.log(ROW)
+    run.log({**ROW, "iteration": 2, "env_steps": 250, "eval_return": 20.0, "train_return": 3.5,
+             "replay_size": 250})
+    run.close()
+    events = read_events(run.path)
+    scalars = events.Tags()["scalars"]
+    assert set(scalars) == {"iteration", "time_s", "learner_updates", "eval_return",
+                            "train_return", "replay_size"}           # no env_steps, no NaN
+    assert [(e.step, e.value) for e in events.Scalars("eval_return")] == [(100, 12.5),
+                                                                         (250, 20.0)]
+    assert [(e.step, e.value) for e in events.Scalars("train_return")] == [(250, 3.5)]
+    [text] = events.Tensors("hyperparameters/text_summary")
+    table = text.tensor_proto.string_val[0].decode()
+    assert table.splitlines() == ["|param|value|", "|-|-|", "|lr|0.001|", "|net.hidden|64|"]
 
 
-def test_crc32c_matches_the_standard_check_value():
-    assert crc32c(b"123456789") == 0xE3069283
-    assert crc32c(b"") == 0
-
-
-def test_event_file_holds_scalars_tensorboard_can_read(tmp_path):
-    writer = EventWriter(tmp_path)
-    writer.scalars({"eval_return": 12.5, "loss": 0.25}, step=300)
-    writer.text("hyperparameters", "|lr|0.001|")
-    writer.close()
-    records = [parse_message(r) for r in read_records(writer.path)]
-    assert records[0][3] == [b"brain.Event:2"]                       # file_version
-    scalars = records[1]
-    assert scalars[2] == [300]                                       # step
-    values = [parse_message(v) for v in parse_message(scalars[5][0])[1]]
-    got = {v[1][0].decode(): struct.unpack("<f", v[2][0])[0] for v in values}
-    assert got == {"eval_return": 12.5, "loss": 0.25}
-    text_value = parse_message(parse_message(records[2][5][0])[1][0])
-    assert text_value[1] == [b"hyperparameters"]
-    assert parse_message(text_value[8][0])[8] == [b"|lr|0.001|"]    # tensor.string_val
+def test_tensorboard_reads_a_run_that_is_still_open(tmp_path):
+    """flush_secs=1: a TensorBoard opened beside a running training follows it. Checked
+    without a clock: the writer's own flush, which its background thread calls every second."""
+    run = Run.create(tmp_path, "sac", "Pendulum-v1", {})
+    assert run.events.flush_secs == 1
+    run.log(ROW)
+    run.events.flush()                               # what the thread does each second
+    assert [e.step for e in read_events(run.path).Scalars("eval_return")] == [100]
+    run.close()
 
 
 # --- the run folder and checkpoints -------------------------------------------------------------

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from browser_support import RequestLog, assert_not_blank
 
-from course_lib.cluster import _kill_marked, free_port
+from course_lib.cluster import free_port, kill_marked
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "00_setup_check.ipynb"
@@ -55,7 +55,7 @@ def lab_server(tmp_path):
     and token; stops the server, its kernels and their Ray processes afterwards."""
     root = tmp_path / "notebooks"
     shutil.copytree(ROOT / "notebooks", root)
-    port, token, marker = free_port(), secrets.token_hex(16), f"COURSE_LAB_TEST={tmp_path}"
+    port, token = free_port(), secrets.token_hex(16)
     env = dict(os.environ, COURSE_QUICK="1", RAY_AUTH_MODE="disabled",
                # short: Ray's socket paths under it must stay within 107 bytes
                RAY_TMPDIR=tempfile.mkdtemp(prefix="rt-lab-", dir="/tmp"),
@@ -101,7 +101,7 @@ def lab_server(tmp_path):
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(timeout=10)
-        _kill_marked(marker)                         # kernels and Ray processes left behind
+        kill_marked("COURSE_LAB_TEST", str(tmp_path))   # kernels and Ray processes left behind
         log.close()
         shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
 

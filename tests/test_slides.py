@@ -35,10 +35,21 @@ def agenda_minutes(markdown: str) -> dict[str, int]:
 # Sources and build
 # --------------------------------------------------------------------------------------------
 
-def test_one_deck_per_notebook_plus_opening():
-    numbers = [p.stem[:2] for p in DECKS[1:]]
+def agenda_lessons(markdown: str) -> list[str]:
+    """["00_setup_check", ...]: the first cell of each agenda row that names a notebook."""
+    return re.findall(r"^\|\s*(\d\d_\w+)\s*\|", markdown, flags=re.M)
+
+
+def test_every_lesson_has_its_deck_and_agenda_rows():
+    """The places a new lesson must touch (CONTRIBUTING.md, "A new lesson"): a deck of the
+    same name after the opening deck, and a row in the README and instructor agendas."""
+    lessons = [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    assert lessons, "no notebooks found"
     assert DECKS[0].name == "opening.md"
-    assert numbers == [f"{i:02d}" for i in range(9)], numbers
+    assert [p.stem for p in DECKS[1:]] == lessons
+    assert agenda_lessons((ROOT / "README.md").read_text()) == lessons
+    assert agenda_lessons((ROOT / "slides" / "INSTRUCTOR.md").read_text()) == lessons
+    assert "## A new lesson" in (ROOT / "CONTRIBUTING.md").read_text()
 
 
 def test_deck_minutes_match_the_readme_and_instructor_agendas():

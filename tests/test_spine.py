@@ -128,3 +128,22 @@ def test_show_source_is_the_real_code():
     source = show_source(config.quick_mode)
     assert repr(source).startswith("def quick_mode()")
     assert source._repr_markdown_().startswith("```python\ndef quick_mode()")
+
+
+def test_in_notebook_knows_kernels_and_their_subclasses(monkeypatch):
+    """Colab's shell subclasses ipykernel's ZMQInteractiveShell under another name; a terminal
+    IPython is no kernel (display handles do not work there)."""
+    import IPython
+    from ipykernel.zmqshell import ZMQInteractiveShell
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
+
+    from course_lib.display import in_notebook
+
+    class Shell(ZMQInteractiveShell):                 # e.g. google.colab's
+        pass
+
+    for shell, expected in ((None, False), (object.__new__(TerminalInteractiveShell), False),
+                            (object.__new__(ZMQInteractiveShell), True),
+                            (object.__new__(Shell), True)):
+        monkeypatch.setattr(IPython, "get_ipython", lambda shell=shell: shell)
+        assert in_notebook() is expected, shell
