@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -374,18 +374,19 @@ def rollout_workers(cfg: PGConfig, policy: PolicyNet):
             ray.kill(w)
 
 
-def _record(history: list[dict], iteration: int, start: float, env_steps: int,
-            batch: dict, loss: float, policy: PolicyNet, cfg: PGConfig,
-            progress: Callable[[dict], None] | None, **extra) -> dict:
-    """Append one row of the training history (greedy eval every `cfg.eval_every` updates),
-    with any `extra` columns, and hand it to `progress`."""
+def _record(history: list[dict], start: float, batch: dict, loss: float, policy: PolicyNet,
+            cfg: PGConfig, progress: Callable[[dict], None] | None, **extra) -> bool:
+    """Append the row of the update just made on `batch` (greedy eval every `cfg.eval_every`
+    updates), with any `extra` columns, and hand it to `progress`. True once the greedy return
+    reaches `cfg.target_return`: the caller stops."""
+    iteration = len(history) + 1
     eval_return = float("nan")
     if iteration % cfg.eval_every == 0 or iteration == cfg.max_iterations:
         eval_return = evaluate_greedy(policy, cfg.env_id, cfg.eval_episodes, seed=10_000)
     row = {
         "iteration": iteration,
         "time_s": time.perf_counter() - start,
-        "env_steps": env_steps,
+        "env_steps": (history[-1]["env_steps"] if history else 0) + len(batch["reward"]),
         "episodes": len(batch["ep_return"]),
         "mean_return": float(batch["ep_return"].mean()),
         "loss": loss,
@@ -395,7 +396,7 @@ def _record(history: list[dict], iteration: int, start: float, env_steps: int,
     history.append(row)
     if progress:
         progress(row)
-    return row
+    return eval_return >= cfg.target_return
 
 
 def train_sync(cfg: PGConfig, progress: Callable[[dict], None] | None = None
@@ -408,20 +409,24 @@ def train_sync(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     Returns the trained policy and the history (one dict per update; `progress` gets each).
     """
     policy, optimizer = make_policy_and_optimizer(cfg)
-    history, env_steps = [], 0
+    history = []
     with rollout_workers(cfg, policy) as workers:
         start = time.perf_counter()
-        for iteration in range(1, cfg.max_iterations + 1):
+        for _ in range(cfg.max_iterations):
             weights_ref = ray.put(get_weights(policy))              # one copy for all workers
             batch = concat_batches(ray.get(
                 [w.sample.remote(weights_ref, cfg.steps_per_worker) for w in workers]))
             loss = update_policy(policy, optimizer, batch, cfg)
-            env_steps += len(batch["reward"])
-            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg,
-                          progress)
-            if row["eval_return"] >= cfg.target_return:
+            if _record(history, start, batch, loss, policy, cfg, progress):
                 break
     return policy, history
+
+
+def first_finished(in_flight: dict) -> tuple[Any, dict]:
+    """The `sample` call that finishes first (`ray.wait`, not the order they were sent):
+    (its worker, its batch). The call leaves `in_flight`."""
+    [ready], _ = ray.wait(list(in_flight), num_returns=1)
+    return in_flight.pop(ready), ray.get(ready)
 
 
 def train_async(cfg: PGConfig, progress: Callable[[dict], None] | None = None
@@ -435,22 +440,17 @@ def train_async(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     worker's batch. Same stopping rule, return value and `progress` as `train_sync`.
     """
     policy, optimizer = make_policy_and_optimizer(cfg)
-    history, env_steps = [], 0
+    history = []
     with rollout_workers(cfg, policy) as workers:
         start = time.perf_counter()
         weights_ref = ray.put(get_weights(policy))
         in_flight = {w.sample.remote(weights_ref, cfg.steps_per_worker): w for w in workers}
-        for iteration in range(1, cfg.max_iterations + 1):
-            [ready], _ = ray.wait(list(in_flight), num_returns=1)
-            worker = in_flight.pop(ready)
-            batch = ray.get(ready)
+        for _ in range(cfg.max_iterations):
+            worker, batch = first_finished(in_flight)
             loss = update_policy(policy, optimizer, batch, cfg)
             weights_ref = ray.put(get_weights(policy))
             in_flight[worker.sample.remote(weights_ref, cfg.steps_per_worker)] = worker
-            env_steps += len(batch["reward"])
-            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg,
-                          progress)
-            if row["eval_return"] >= cfg.target_return:
+            if _record(history, start, batch, loss, policy, cfg, progress):
                 break
     return policy, history
 
@@ -498,21 +498,17 @@ def train_with_param_server(cfg: PGConfig, ps, progress: Callable[[dict], None] 
     """
     policy, optimizer = make_policy_and_optimizer(cfg)
     version = ray.get(ps.push.remote("policy", get_weights(policy)))
-    history, env_steps = [], 0
+    history = []
     with rollout_workers(cfg, policy) as workers:
         start = time.perf_counter()
         in_flight = {w.sample_from_server.remote(ps, cfg.steps_per_worker): w for w in workers}
-        for iteration in range(1, cfg.max_iterations + 1):
-            [ready], _ = ray.wait(list(in_flight), num_returns=1)
-            worker = in_flight.pop(ready)
-            batch = ray.get(ready)
+        for _ in range(cfg.max_iterations):
+            worker, batch = first_finished(in_flight)
             loss = update_policy(policy, optimizer, batch, cfg)
             version = ray.get(ps.push.remote("policy", get_weights(policy)))
             in_flight[worker.sample_from_server.remote(ps, cfg.steps_per_worker)] = worker
-            env_steps += len(batch["reward"])
             lag = float(np.mean(version - 1 - batch["versions"]))
-            row = _record(history, iteration, start, env_steps, batch, loss, policy, cfg,
-                          progress, version=version, policy_lag=lag)
-            if row["eval_return"] >= cfg.target_return:
+            if _record(history, start, batch, loss, policy, cfg, progress, version=version,
+                       policy_lag=lag):
                 break
     return policy, history

@@ -40,6 +40,14 @@ class _Failed(Exception):
         self.message, self.hint = message, hint
 
 
+def require_close(got, expected, message: str, hint: str) -> None:
+    """_Failed(message, hint) unless `got` equals `expected` up to float rounding."""
+    import numpy as np
+
+    if not np.allclose(got, expected):
+        raise _Failed(message, hint)
+
+
 CHECKERS: dict[str, Callable[..., CheckResult]] = {}
 """Every checker by function name, in the order the notebooks use them (notebook 01 first)."""
 

@@ -6,7 +6,7 @@ import time
 
 import ray
 
-from course_lib.exercises.core import _Failed, checker
+from course_lib.exercises.core import _Failed, checker, require_close
 
 
 @checker(2, "reward_to_go",
@@ -25,10 +25,9 @@ def check_reward_to_go(reward_to_go):
     if np.allclose(got, np.cumsum(rewards[::-1])[::-1]):
         raise _Failed("it ignores gamma (that is the undiscounted sum).",
                       "Multiply the running sum by gamma before adding r_t.")
-    if not np.allclose(got, expected):
-        raise _Failed(f"for rewards [1, 0, 2, 1] and gamma 0.5 it gave {np.round(got, 3)}, "
-                      f"expected {expected}.",
-                      "Loop t from the last step backwards: G_t = r_t + gamma * G_{t+1}.")
+    require_close(got, expected, f"for rewards [1, 0, 2, 1] and gamma 0.5 it gave "
+                  f"{np.round(got, 3)}, expected {expected}.",
+                  "Loop t from the last step backwards: G_t = r_t + gamma * G_{t+1}.")
 
 
 @checker(2, "collect",

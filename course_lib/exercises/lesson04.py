@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course_lib.exercises.core import _Failed, checker
+from course_lib.exercises.core import _Failed, checker, require_close
 
 
 @checker(4, "td_target",
@@ -43,10 +43,9 @@ def check_importance_weights(importance_weights):
         if got.shape != probs.shape:
             raise _Failed(f"it returned shape {got.shape}, expected {probs.shape}.",
                           "One weight per sampled probability.")
-        if not np.allclose(got, expected):
-            raise _Failed(f"for P={probs.tolist()} and beta={beta} it gave "
-                          f"{np.round(got, 3)}, expected {np.round(expected, 3)}.",
-                          "w = (N * P) ** -beta, then divide by w.max() so that w <= 1.")
+        require_close(got, expected, f"for P={probs.tolist()} and beta={beta} it gave "
+                      f"{np.round(got, 3)}, expected {np.round(expected, 3)}.",
+                      "w = (N * P) ** -beta, then divide by w.max() so that w <= 1.")
 
 
 @checker(4, "stratified_targets",

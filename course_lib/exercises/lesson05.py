@@ -6,7 +6,7 @@ import time
 
 import ray
 
-from course_lib.exercises.core import _Failed, checker
+from course_lib.exercises.core import _Failed, checker, require_close
 
 
 @checker(5, "dueling_q",
@@ -53,10 +53,9 @@ def check_explorer_epsilons(explorer_epsilons):
             raise _Failed(f"a single explorer got {got[0]:.4g}, expected eps = 0.4.",
                           "With n = 1 the formula divides by zero: give the one explorer "
                           "eps itself.")
-        if not np.allclose(got, expected):
-            raise _Failed(f"for n={n} it gave {np.round(got, 4).tolist()}, expected "
-                          f"{np.round(expected, 4).tolist()}.",
-                          "eps ** (1 + alpha * i / (n - 1)) for i in range(n).")
+        require_close(got, expected, f"for n={n} it gave {np.round(got, 4).tolist()}, "
+                      f"expected {np.round(expected, 4).tolist()}.",
+                      "eps ** (1 + alpha * i / (n - 1)) for i in range(n).")
 
 
 @checker(5, "updates_allowed",
