@@ -16,6 +16,7 @@ job, listing jobs) is Ray's client itself: `jobs.client.stop_job(job_id)`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -77,6 +78,16 @@ def check_jobs_address(address: str, timeout_s: float = 5.0) -> None:
             ".jobs.") from None
 
 
+@contextlib.contextmanager
+def quiet_job_upload():
+    """Hide what Ray logs while it ships a job's working directory: every packaging step at
+    INFO on stderr (its warnings stay), and a warning that .git is not shipped (as we want)."""
+    with (loggers_at(logging.WARNING, "ray.dashboard.modules.dashboard_sdk",
+                     "ray._private.runtime_env.packaging"),
+          loggers_at(logging.ERROR, "ray._private.runtime_env.working_dir")):
+        yield
+
+
 class Jobs:
     """The Jobs API of one cluster (its dashboard address), with bounded waits.
 
@@ -120,11 +131,7 @@ class Jobs:
             runtime_env["excludes"] = WORKING_DIR_EXCLUDES + list(excludes or [])
         if env_vars:
             runtime_env["env_vars"] = {str(k): str(v) for k, v in env_vars.items()}
-        # Ray logs every packaging step at INFO on stderr (keep its warnings), and warns that
-        # .git is no longer shipped, which is what we want anyway.
-        with (loggers_at(logging.WARNING, "ray.dashboard.modules.dashboard_sdk",
-                         "ray._private.runtime_env.packaging"),
-              loggers_at(logging.ERROR, "ray._private.runtime_env.working_dir")):
+        with quiet_job_upload():
             return self._call(self.client.submit_job, entrypoint=command,
                               runtime_env=runtime_env or None, submission_id=submission_id,
                               entrypoint_num_cpus=entrypoint_num_cpus)

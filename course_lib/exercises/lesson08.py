@@ -95,11 +95,14 @@ def check_submit_with_env(submit_with_env, client, timeout_s: float = 120.0):
 
     from ray.job_submission import JobStatus
 
+    from course_lib.cluster.jobs import quiet_job_upload
+
     workdir = Path(tempfile.mkdtemp(prefix="probe-job-"))
     (workdir / "probe.py").write_text(_PROBE)
     (workdir / "data.txt").write_text("shipped")
-    job_id = submit_with_env(client, ["python", "probe.py", "two words"], str(workdir),
-                             {"PROBE": "42"})
+    with quiet_job_upload():                   # Ray's INFO lines about packaging the folder
+        job_id = submit_with_env(client, ["python", "probe.py", "two words"], str(workdir),
+                                 {"PROBE": "42"})
     if not isinstance(job_id, str):
         raise _Failed(f"it returned {type(job_id).__name__}, expected the job's id (a str).",
                       "Return what client.submit_job(...) returns.")
