@@ -240,10 +240,9 @@ def train(args) -> int:
                 raise UsageError(f"--num-workers: {algo_name} runs in a single process")
             cfg = cfg.updated({"num_workers": args.num_workers})
         cfg = cfg.updated({**overrides, **stop})
+        cfg.check()                              # settings that would fail later, now
     except ValueError as err:
         raise UsageError(str(err)) from None
-    if getattr(cfg, "num_workers", 1) < 1:
-        raise UsageError(f"num_workers must be a positive integer, got {cfg.num_workers}")
     if cfg.target_return is None and cfg.max_env_steps is None and cfg.max_time_s is None:
         raise UsageError("--stop switches every criterion off: keep at least one of "
                          "eval_return, env_steps, time_s")

@@ -34,6 +34,7 @@ import dataclasses
 import math
 import time
 import uuid
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -65,6 +66,15 @@ class DistributedConfig(TrainerConfig):
     learner_cpus: float = 0.5         # logical CPUs of the learner (and a GPU if there is one)
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
+
+    @property
+    def sample_size(self) -> int:
+        return self.batch_size * self.sample_batches   # one request fetches sample_batches
+
+    def check(self) -> None:
+        super().check()
+        if self.num_workers < 1:
+            raise ValueError(f"num_workers must be a positive integer, got {self.num_workers}")
 
 
 class WorkerDiedError(RuntimeError):
@@ -129,8 +139,6 @@ class DistributedTrainer(Trainer):
     def __init__(self, config: DistributedConfig, restore: dict | None = None):
         super().__init__(config, restore)
         cfg = self.cfg
-        if cfg.num_workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {cfg.num_workers}")
         env = make_env(cfg.env_id)
         self.check_env(env)
         self.dims = env_dims(env)
@@ -279,19 +287,17 @@ class DistributedTrainer(Trainer):
 
     learner_metrics: ClassVar[tuple[str, ...]] = ("loss",)   # learner means shown in each row
 
-    @property
-    def sample_size(self) -> int:
-        return self.cfg.batch_size * self.cfg.sample_batches
-
     def row_extras(self) -> dict[str, float]:
         """The algorithm's own columns of a progress row (Ape-X: the replay ratio)."""
         return {}
 
+    @abstractmethod
     def check_env(self, env) -> None:
         """ValueError (one line) if the algorithm cannot train on `env`."""
 
+    @abstractmethod
     def transition_spec(self) -> dict:
-        raise NotImplementedError
+        """The replay buffer's fields (`replay.transition_spec`)."""
 
     def replay_options(self) -> dict[str, Any]:
         """Keyword arguments of the replay actor (prioritized or not, alpha)."""
@@ -301,7 +307,7 @@ class DistributedTrainer(Trainer):
         """Extra keyword arguments of worker `index` (Ape-X: its epsilon)."""
         return {}
 
+    @abstractmethod
     def evaluation_functions(self) -> tuple:
         """(make_net, score) for the evaluator: module-level functions or partials, since
         they travel to the evaluator's process."""
-        raise NotImplementedError

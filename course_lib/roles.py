@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -36,7 +37,7 @@ POLICY = "policy"   # the name the learner publishes the acting network's weight
 # Workers: play, send batches to the replay actor, pull weights
 # ---------------------------------------------------------------------------------------------
 
-class Worker:
+class Worker(ABC):
     """One env and a copy of the acting network. `run(num_steps)` plays that many env steps and
     returns {"env_steps", "episode_returns", "pid", "replay_inserted"} (the replay actor's own
     count of stored transitions after this worker's last add, or None if it sent nothing).
@@ -124,16 +125,18 @@ class Worker:
 
     # -- what an algorithm writes -----------------------------------------------------------
 
+    @abstractmethod
     def make_net(self, obs_dim: int, action_dim: int) -> torch.nn.Module:
-        raise NotImplementedError
+        """The acting network (weights arrive from the parameter server)."""
 
+    @abstractmethod
     def act(self, obs: np.ndarray):
-        raise NotImplementedError
+        """The action to take in `obs` (exploration included)."""
 
+    @abstractmethod
     def transitions(self, obs, action, reward, next_obs, terminated, truncated) -> list[dict]:
         """The transitions that are complete after this step (a time-limit end is not
         terminal: only `terminated` may stop the bootstrap)."""
-        raise NotImplementedError
 
     def env_action(self, action):
         """The action as the env takes it (SAC scales [-1, 1] to the env's bounds)."""
@@ -148,7 +151,7 @@ class Worker:
 # The learner: samples from the replay actor, updates, publishes
 # ---------------------------------------------------------------------------------------------
 
-class LearnerActor:
+class LearnerActor(ABC):
     """A learner (DQNLearner, SACLearner) fed by the replay actor.
 
     `train(num_updates)` runs that many updates and returns the mean of each scalar the
@@ -214,15 +217,18 @@ class LearnerActor:
 
     # -- what an algorithm writes -----------------------------------------------------------
 
+    @abstractmethod
     def make_learner(self, cfg, obs_dim: int, action_dim: int):
-        raise NotImplementedError
+        """The plain learner (DQNLearner, SACLearner) this actor feeds."""
 
     def sample_args(self) -> tuple:
         """The arguments of one `replay.sample` request."""
         return (self.cfg.batch_size * self.cfg.sample_batches,)
 
     def after_update(self, batch: dict[str, np.ndarray], info: dict[str, Any]) -> None:
-        """Anything to do with an update's result (Ape-X: send the new priorities)."""
+        """Anything to do with an update's result (Ape-X: send the new priorities); by
+        default, nothing."""
+        return None
 
 
 @ray.remote

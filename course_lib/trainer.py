@@ -60,16 +60,22 @@ class TrainerConfig(Config):
     max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
     seed: int = 0                     # seeds the networks, the envs and the exploration
 
+    @property
+    def sample_size(self) -> int:
+        """Transitions one replay sample request draws (the buffer must hold that many)."""
+        return self.batch_size
 
-def check_config(cfg: TrainerConfig, sample_size: int) -> None:
-    """Refuse, in one line, a config that would fail later (at the first sample, say)."""
-    if cfg.buffer_size < sample_size:
-        raise ValueError(f"buffer_size {cfg.buffer_size} is smaller than one sample request "
-                         f"({sample_size} transitions): raise buffer_size or lower batch_size")
-    if cfg.eval_episodes < 1:
-        raise ValueError(f"eval_episodes must be >= 1, got {cfg.eval_episodes}")
-    if cfg.confirm_episodes < 0:
-        raise ValueError(f"confirm_episodes must be >= 0, got {cfg.confirm_episodes}")
+    def check(self) -> None:
+        """Refuse, in one line, settings that would fail later (at the first sample, say): the
+        command line calls this before anything starts, and so does every trainer."""
+        if self.buffer_size < self.sample_size:
+            raise ValueError(f"buffer_size {self.buffer_size} is smaller than one sample request "
+                             f"({self.sample_size} transitions): raise buffer_size or lower "
+                             "batch_size")
+        if self.eval_episodes < 1:
+            raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
+        if self.confirm_episodes < 0:
+            raise ValueError(f"confirm_episodes must be >= 0, got {self.confirm_episodes}")
 
 
 def updates_due(inserted: int, ratio: float, learning_starts: int) -> int:
@@ -117,7 +123,7 @@ class Trainer(ABC):
 
     def __init__(self, config: TrainerConfig, restore: dict | None = None):
         self.cfg = config
-        check_config(config, self.sample_size)
+        config.check()
         c = self.counters = {"iteration": 0, "env_steps": 0, "inserted": 0, "episodes": 0,
                              "learner_updates": 0, "time_s": 0.0, "evaluations": 0,
                              "starts": 0, "worker_restarts": 0}
@@ -135,11 +141,6 @@ class Trainer(ABC):
     @abstractmethod
     def updates_per_transition(self) -> float:
         """Learner updates owed per inserted transition (DQN: replay_ratio / batch_size)."""
-
-    @property
-    def sample_size(self) -> int:
-        """Transitions one sample request draws (the buffer must hold that many)."""
-        return self.cfg.batch_size
 
     @abstractmethod
     def step(self) -> dict[str, Any]:
@@ -160,7 +161,7 @@ class Trainer(ABC):
         """Learner updates owed now. One rule for every algorithm, also after a resume: the
         learner waits until this start has stored max(learning_starts, one sample request)
         transitions, then owes `updates_per_transition` for every transition after that."""
-        starts = max(self.cfg.learning_starts, self.sample_size)
+        starts = max(self.cfg.learning_starts, self.cfg.sample_size)
         return self._updates_at_start + updates_due(self.stored_now,
                                                     self.updates_per_transition, starts)
 

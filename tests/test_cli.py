@@ -162,6 +162,8 @@ BAD_TRAIN = {
     "zero workers": (["--num-workers", "0"], "--num-workers: must be a positive integer"),
     "negative workers": (["--num-workers", "-3"], "must be a positive integer"),
     "workers via config": (["--config", '{"num_workers": 0}'], "num_workers must be a positive"),
+    "buffer below a batch": (["--config", '{"buffer_size": 10}'],
+                             "buffer_size 10 is smaller than one sample request"),
     "missing checkpoint": (["--restore", "/nonexistent/ck"], "no checkpoint at /nonexistent"),
 }
 
