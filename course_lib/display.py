@@ -1,6 +1,7 @@
 """Showing the real code in a notebook: `show_source(obj)` renders what `inspect` finds.
 
-Notebooks never paste copies of `course_lib` code (they drift); they show the source itself.
+Notebooks never paste copies of `course_lib` code (they drift); they show the source itself,
+and the decks' diagrams with `show_diagram(name)`.
 """
 
 from __future__ import annotations
@@ -70,3 +71,21 @@ def in_notebook() -> bool:
 def show_source(*objects) -> Source:
     """The source of one or more functions, classes or modules, ready to display."""
     return Source(*objects)
+
+
+def show_diagram(name: str):
+    """The diagram `slides/diagrams/<name>.svg`, the same picture the decks show, for display.
+
+    Read from the repository (found from this package, so it works from notebooks/, from an
+    attendee's workshop/ folder and offline); a missing name fails with the list of diagrams.
+    """
+    from IPython.display import SVG
+
+    from course_lib.workspace import REPO
+
+    folder = REPO / "slides" / "diagrams"
+    path = folder / f"{name}.svg"
+    if not path.is_file():
+        known = sorted(p.stem for p in folder.glob("*.svg"))
+        raise FileNotFoundError(f"no diagram slides/diagrams/{name}.svg; known: {known}")
+    return SVG(filename=str(path))

@@ -61,7 +61,7 @@ def measure_get_in_loop(cfg: PatternsConfig) -> dict[str, float]:
 
 
 def measure_task_granularity(cfg: PatternsConfig) -> dict[str, float]:
-    """One task per item pays the ~1 ms task overhead per item; one task per chunk does not."""
+    """One task per item pays a task's fixed overhead per item; one task per chunk does not."""
     items = list(range(cfg.n_items))
     start = time.perf_counter()
     ray.get([square_items.remote([x]) for x in items])

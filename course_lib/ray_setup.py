@@ -27,6 +27,9 @@ def init_ray(num_cpus: int | None = None, address: str | None = None, *,
 
     Returns the Ray context (assign it: `_ = init_ray()` keeps the banner out of outputs).
     Calling it again while Ray runs returns the running instance.
+    Quiet means `log_to_driver=False`: a `print()` inside a task or actor does not reach the
+    notebook. Pass `log_to_driver=True` (any `ray.init` keyword overrides the defaults) to
+    see worker prints, or read them in the dashboard's Logs page.
     """
     address = address or os.environ.get("RAY_ADDRESS") or "local"
     if address != "local":
@@ -34,7 +37,7 @@ def init_ray(num_cpus: int | None = None, address: str | None = None, *,
     if ray.is_initialized():
         return ray.get_runtime_context()
     kwargs = dict(address=address, log_to_driver=False, logging_level=logging.ERROR,
-                  ignore_reinit_error=True, **ray_kwargs)
+                  ignore_reinit_error=True) | ray_kwargs
     if address == "local":
         kwargs.update(num_cpus=num_cpus, include_dashboard=dashboard)
     with _deadline(timeout_s, address):
