@@ -105,10 +105,25 @@ def parse_deck(path: Path) -> Deck:
 
 def excerpt_text(name: str) -> str:
     """The code a `{{source NAME}}` shows: what `course_lib.display.Source` shows in a
-    notebook, dedented (a method is shown at the left margin)."""
+    notebook, dedented (a method is shown at the left margin), without docstrings: on a slide
+    the speaker says what the docstring says, and the code stays short enough to read."""
     from course_lib.display import Source, find_object
 
-    return textwrap.dedent(Source(find_object(name)).text)
+    return without_docstrings(textwrap.dedent(Source(find_object(name)).text))
+
+
+def without_docstrings(code: str) -> str:
+    """`code` minus the docstring lines of every function and class in it."""
+    import ast
+
+    drop = set()
+    for node in ast.walk(ast.parse(code)):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            drop.update(range(body[0].lineno - 1, body[0].end_lineno))
+    return "\n".join(line for i, line in enumerate(code.splitlines()) if i not in drop)
 
 
 def render_source(names: str) -> str:

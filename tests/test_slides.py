@@ -70,6 +70,29 @@ def test_every_deck_has_goals_notes_and_code(built):
                 f"{path.name} shows no course_lib code"
 
 
+MAX_CODE_LINES = 16   # "about 15": a code slide is read aloud, not scrolled
+
+
+def code_lines(body: str) -> int:
+    """Lines of code one slide shows: its `{{source}}` excerpts and fenced blocks."""
+    n = sum(len(slides.excerpt_text(name).splitlines())
+            for names in re.findall(r"\{\{source ([^}]*)\}\}", body) for name in names.split())
+    return n + sum(len(block.splitlines()) - 2 for block in re.findall(r"```.*?```", body, re.S))
+
+
+@pytest.mark.parametrize("path", DECKS, ids=DECK_IDS)
+def test_code_slides_are_short(path):
+    long = [f"slide {i + 1}: {n} lines" for i, s in enumerate(slides.parse_deck(path).slides)
+            if (n := code_lines(s.body)) > MAX_CODE_LINES]
+    assert not long, (f"{path.name}: show the essential lines (a smaller function, or a "
+                      f"fenced excerpt) and point to the notebook for the rest: {long}")
+
+
+def test_excerpts_leave_out_docstrings():
+    code = slides.without_docstrings('def f(x):\n    """Doc\n    more."""\n    return x\n')
+    assert code == "def f(x):\n    return x"
+
+
 def test_every_excerpt_matches_course_lib_today(built):
     problems = [p for path in DECKS for p in slides.excerpt_mismatches(built / f"{path.stem}.html")]
     assert not problems, "\n".join(problems)
