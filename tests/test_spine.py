@@ -78,6 +78,18 @@ def test_init_ray_gives_up_after_its_deadline(monkeypatch):
     assert time.perf_counter() - start < 5
 
 
+def test_init_ray_is_quiet_unless_asked(monkeypatch):
+    """Worker prints are off by default (log_to_driver=False); any ray.init keyword, such as
+    log_to_driver=True to see them, overrides a default instead of clashing with it."""
+    calls = []
+    monkeypatch.setattr(ray_setup.ray, "init", lambda **kw: calls.append(kw) or "ctx")
+    monkeypatch.setattr(ray_setup.ray, "is_initialized", lambda: False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert ray_setup.init_ray() == "ctx"
+    assert ray_setup.init_ray(log_to_driver=True) == "ctx"
+    assert [kw["log_to_driver"] for kw in calls] == [False, True]
+
+
 def test_init_ray_starts_and_reuses(ray_local):
     assert ray_local.is_initialized()
     assert ray_setup.init_ray() is not None  # a second call returns the running instance
