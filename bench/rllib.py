@@ -7,7 +7,12 @@
 | CartPole-v1 | Ape-X, 4 explorers      | DQN (tuned example)   | 475  | 200K steps, 900 s |
 | Pendulum-v1 | parallel SAC, 2 workers | SAC (tuned example)   | -200 | 30K steps, 900 s  |
 
-The goal is a mean return over 10 greedy (DQN) / deterministic (SAC) evaluation episodes.
+Both sides are evaluated the same way (`course_lib.rllib_compare`): course_lib's
+`evaluate_policy` plays 10 fresh-seeded greedy (DQN) / deterministic (SAC) episodes, and 20
+more of the same weights when the 10 meet the goal (`trainer.evaluation_request`); one
+evaluation per `eval_every_s` seconds of training, RLlib's set to its course_lib contender's.
+Evaluation is outside both clocks: RLlib's clock pauses while it is evaluated, course_lib's
+rows carry the time their snapshot was taken (its evaluator actor plays beside the training).
 Both sides run one after the other in one private Ray instance; seconds count from the
 trainer's creation (actors and RLlib's algorithm built inside the clock, Ray start-up not).
 "time ratio" = course_lib seconds / RLlib seconds to the goal. When RLlib misses the goal
@@ -57,22 +62,23 @@ def contender_config(side: str, kind: str, task: str, seed: int, quick: bool):
     """(config, train function) for one side ("ours" or "rllib") of one task, with the shared
     budget. `kind` names the algorithm; the side decides whose implementation runs it (both
     sides of Pendulum-v1 are "sac")."""
-    common = {**budget(task, quick), "seed": seed}
-    if side == "rllib":
+    common = {**budget(task, quick), "seed": seed, "eval_episodes": 3 if quick else 10}
+    if side == "rllib":     # the same evaluation cadence as the course_lib contender
+        twin, _ = contender_config("ours", TASKS[task]["ours"][1], task, seed, quick)
         cfg = RLlibConfig.for_algo(kind, quick=quick, checkpoint_every=0,
                                    checkpoint_at_end=False)
-        return cfg.updated({**common, "eval_episodes": 3 if quick else 10}), train_rllib
+        return cfg.updated({**common, "eval_every_s": twin.eval_every_s,
+                            "confirm_episodes": twin.confirm_episodes}), train_rllib
     if side != "ours":
         raise ValueError(f"side must be 'ours' or 'rllib', got {side!r}")
     if kind == "apex":
         extra = {"learning_starts": 200, "num_workers": 2} if quick else {"num_workers": 4}
-        return ApexConfig.preset(quick=False).updated(
-            {**common, **extra, "eval_episodes": 3 if quick else 10}), train_apex
+        return ApexConfig.preset(quick=False).updated({**common, **extra}), train_apex
     if kind == "sac":
         extra = {"start_steps": 200, "learning_starts": 200} if quick else {}
         cfg = SACConfig.preset(quick=False)
         extra = {k: v for k, v in extra.items() if hasattr(cfg, k)}
-        return cfg.updated({**common, **extra, "eval_episodes": 3 if quick else 10}), train_sac
+        return cfg.updated({**common, **extra}), train_sac
     raise ValueError(f"no course_lib contender called {kind!r} (apex or sac)")
 
 
@@ -82,10 +88,11 @@ def run_once(side: str, name: str, kind: str, task: str, seed: int, quick: bool)
     last = result.last
     reached = result.stopped_by == "eval_return"
     return {"task": task, "side": side, "name": name, "seed": seed, "reached": reached,
-            # ours: when the evaluation that stopped the run ended (wall_s); RLlib's rows are
-            # produced after each iteration's evaluation: both clocks include evaluation
+            # time_s: the clock when the last evaluated weights were taken, evaluation
+            # excluded on both sides; wall_s: when that evaluation ended (both included)
             "stopped_by": result.stopped_by,
-            "time_s": round(float(last.get("wall_s", last["time_s"])), 1),
+            "time_s": round(float(last["time_s"]), 1),
+            "wall_s": round(float(last["wall_s"]), 1),
             "env_steps": int(last["env_steps"]),
             "learner_updates": int(last["learner_updates"]),
             "eval_return": round(float(last["eval_return"]), 1),

@@ -166,6 +166,9 @@ def section_rllib(r: dict) -> str:
     budgets = "; ".join(f"{task}: {b['max_env_steps']:,} env steps or {b['max_time_s']:g} s"
                         for task, b in r.get("config", {}).get("budgets", {}).items())
     head = f"Budget per run: {budgets}.\n\n" if budgets else ""
+    head += ("Both sides are scored by course_lib's evaluation (10 fresh episodes, 20 more to "
+             "confirm a goal, the same cadence); seconds are training time, evaluation excluded "
+             "on both sides.\n\n")
     return head + table(r["summary"], [
                         ("task", "task"), ("goal", "goal"), ("course_lib", "ours_name"),
                         ("reached", "ours_reached"), ("median s", "ours_median_s"),
@@ -245,7 +248,8 @@ def plot_figures(results: dict[str, dict], out_dir: Path) -> list[str]:
                 axes[0].plot([p[0] for p in curve], [p[2] for p in curve], ".-", label=label)
                 axes[1].plot([p[1] for p in curve], [p[2] for p in curve], ".-", label=label)
             goal = next(row["goal"] for row in rllib["summary"] if row["task"] == task)
-            for ax, xlabel in zip(axes, ("wall-clock seconds", "env steps"), strict=True):
+            for ax, xlabel in zip(axes, ("training seconds (evaluation excluded)", "env steps"),
+                                  strict=True):
                 ax.axhline(goal, color="grey", linestyle="--", linewidth=1)
                 ax.set(xlabel=xlabel, ylabel="evaluation return", title=task)
                 ax.grid(alpha=0.3)

@@ -13,6 +13,13 @@ steps, seconds) and the same progress rows as course_lib's own trainers (`result
 so one plot and one table show both. RLlib checkpoints are its own folders, written every
 `checkpoint_every` iterations (and at the end) under `<run>/checkpoints/checkpoint_<i>/`.
 
+A fair race: both sides are scored the same way. After each iteration (at least
+`eval_every_s` seconds of training, as course_lib's distributed trainers) RLlib's weights are
+played by course_lib's own evaluation (`envs.evaluate_policy`, with `trainer.evaluation_request`'s
+rule: 10 fresh-seeded episodes, 20 more when they meet the goal). RLlib's clock pauses while
+it is evaluated (it would block its training); course_lib's rows carry the time their snapshot
+was taken while its evaluator plays beside the training. Neither clock counts evaluation.
+
 Where RLlib's numbers land: `algo.train()` on its own writes no files (`algo.logdir` stays
 empty); RLlib's result folders (params.json, result.json, progress.csv, TensorBoard events,
 checkpoints) come from running it under Ray Tune, in `~/ray_results/<experiment>/<trial>/`.
@@ -27,6 +34,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,7 +42,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from course_lib.config import Config, quick_mode
+from course_lib.envs import evaluate_policy
 from course_lib.results import TrainResult, run_training
+from course_lib.trainer import evaluation_request
 
 INSTALL_HINT = 'RLlib is not installed: run `pip install -e ".[rllib]"` (adds ray[rllib]).'
 
@@ -72,16 +82,16 @@ class RLlibConfig(Config):
     """
 
     QUICK: ClassVar[dict] = {"target_return": None, "max_env_steps": 400, "max_time_s": 120.0,
-                             "steps_per_iteration": 200, "learning_starts": 100,
-                             "eval_episodes": 2}
+                             "eval_every_s": 1.0, "learning_starts": 100, "eval_episodes": 2}
     algo: str = "dqn"                  # "dqn" (CartPole-v1) or "sac" (Pendulum-v1)
     env_id: str = ""                   # "" means the algorithm's task in TASKS
     # -- sampling: everything in the driver process (no extra actors on a 2-core laptop) --
     num_env_runners: int = 0           # 0: the driver samples; N: N env-runner actors
-    steps_per_iteration: int = 1_000   # env steps per `algo.train()` call (at least)
     learning_starts: int = 1_000       # env steps sampled before the first update
-    # -- evaluation: greedy (DQN) / deterministic (SAC) episodes after every iteration --
-    eval_episodes: int = 10
+    # -- evaluation: course_lib's, as for its own trainers (clock paused meanwhile) --
+    eval_every_s: float = 3.0          # seconds of training per iteration: one evaluation, one row
+    eval_episodes: int = 10            # greedy (DQN) / deterministic (SAC) fresh episodes
+    confirm_episodes: int = 20         # more fresh episodes of the same weights before a stop
     # -- checkpoints --
     checkpoint_every: int = 5          # iterations between checkpoints (0: never)
     checkpoint_at_end: bool = True     # also after the last iteration
@@ -154,12 +164,15 @@ def rllib_config(cfg: RLlibConfig):
     config = dqn_config(cfg) if cfg.algo == "dqn" else sac_config(cfg)
     return (config
             .env_runners(num_env_runners=cfg.num_env_runners, num_envs_per_env_runner=1)
-            # evaluation runs in the driver after each iteration; explore=False is the
-            # default there (greedy DQN actions, SAC's deterministic mean action)
-            .evaluation(evaluation_interval=1, evaluation_duration=cfg.eval_episodes,
+            # RLlib's own evaluation, off by default (interval None): the race scores RLlib
+            # with course_lib's evaluation (`RLlibTrainer.evaluate`); `algo.evaluate()` or
+            # `.evaluation(evaluation_interval=1)` switch RLlib's on (greedy: explore=False)
+            .evaluation(evaluation_interval=None, evaluation_duration=cfg.eval_episodes,
                         evaluation_duration_unit="episodes", evaluation_num_env_runners=0,
                         evaluation_config={"explore": False})
-            .reporting(min_sample_timesteps_per_iteration=cfg.steps_per_iteration,
+            # one iteration = at least eval_every_s seconds (no minimum of env steps)
+            .reporting(min_time_s_per_iteration=cfg.eval_every_s,
+                       min_sample_timesteps_per_iteration=0,
                        metrics_num_episodes_for_smoothing=10)
             .debugging(seed=cfg.seed, log_level="ERROR"))
 
@@ -183,8 +196,10 @@ def row_from_result(result: dict, iteration: int, time_s: float, batch_size: int
     | --------------- | --------------------------------------------------------------- |
     | env_steps       | num_env_steps_sampled_lifetime                                  |
     | learner_updates | learners/default_policy/num_module_steps_trained_lifetime / batch |
-    | eval_return     | evaluation/env_runners/episode_return_mean (nan: no episode)    |
+    | eval_return     | evaluation/env_runners/episode_return_mean (nan: no evaluation) |
     | train_return    | env_runners/episode_return_mean (nan: no episode finished yet)  |
+
+    (The race replaces eval_return with course_lib's evaluation: `RLlibTrainer.step`.)
     """
     trained = _get(result, "learners", "default_policy", "num_module_steps_trained_lifetime",
                    default=0)
@@ -203,11 +218,15 @@ def row_from_result(result: dict, iteration: int, time_s: float, batch_size: int
 
 class RLlibTrainer:
     """Wraps an RLlib Algorithm in course_lib's trainer protocol (see `results`): each
-    `step()` is one `algo.train()`; checkpoints are RLlib's, every `checkpoint_every`."""
+    `step()` is one `algo.train()` (at least `eval_every_s` of training), then course_lib's
+    evaluation of the weights it left; checkpoints are RLlib's, every `checkpoint_every`.
+
+    The clock (`time_s`) counts building the algorithm and training, not evaluating: it is
+    stopped while `evaluate` plays. `wall_s` is the time including evaluations."""
 
     def __init__(self, cfg: RLlibConfig, checkpoint_dir: str | Path | None = None):
         self.algo = f"rllib-{cfg.algo}"      # the name run_training shows
-        self.cfg, self.iteration = cfg, 0
+        self.cfg, self.iteration, self.evaluations = cfg, 0, 0
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self.checkpoints: list[Path] = []
         import torch
@@ -217,15 +236,30 @@ class RLlibTrainer:
         self.batch_size = config.train_batch_size_per_learner
         self.started = time.perf_counter()    # the clock includes building the algorithm
         self.algorithm = config.build_algo()
+        self.train_s = time.perf_counter() - self.started   # the clock: evaluation excluded
 
     def step(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
         result = self.algorithm.train()
+        self.train_s += time.perf_counter() - t0
         self.iteration += 1
-        row = row_from_result(result, self.iteration, time.perf_counter() - self.started,
-                              self.batch_size)
+        row = row_from_result(result, self.iteration, self.train_s, self.batch_size)
+        returns = self.evaluate()             # the clock stands still meanwhile
+        row.update(eval_return=float(np.mean(returns)), eval_episodes=len(returns),
+                   wall_s=round(time.perf_counter() - self.started, 2))
         if self.cfg.checkpoint_every and self.iteration % self.cfg.checkpoint_every == 0:
             self.save()
         return row
+
+    def evaluate(self) -> list[float]:
+        """The returns of the algorithm's current weights under course_lib's evaluation:
+        `evaluation_request`'s episodes and fresh seeds, played by `envs.evaluate_policy`."""
+        act, returns = rllib_policy(self.algorithm), []
+        while (request := evaluation_request(self.cfg, returns, self.evaluations)) is not None:
+            self.evaluations += 1
+            episodes, seed = request
+            returns += evaluate_policy(act, self.cfg.env_id, episodes, seed).tolist()
+        return returns
 
     def save(self) -> Path | None:
         """`algo.save_to_path()` into checkpoints/checkpoint_<iteration>/."""
@@ -268,9 +302,35 @@ def train_rllib(cfg: RLlibConfig, progress=None, run=None) -> TrainResult:
     return result
 
 
-def restore_and_evaluate(checkpoint: str | Path) -> dict:
-    """`Algorithm.from_checkpoint(path)`, then `algo.evaluate()`: `eval_episodes` greedy (DQN)
-    or deterministic (SAC) episodes. Returns {"return_mean", "episodes", "iteration"}."""
+def rllib_policy(algorithm) -> Callable[[np.ndarray], np.ndarray]:
+    """act(batch of observations) -> env actions of `algorithm`'s RLModule, greedy (DQN) or
+    deterministic (SAC), post-processed as RLlib's own env runners do (`normalize_actions`:
+    scaled from [-1, 1] to the env's bounds; `clip_actions`). For `envs.evaluate_policy`."""
+    require_rllib()
+    import torch
+    from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
+
+    module, config = algorithm.get_module(), algorithm.config
+    dist_class = module.get_inference_action_dist_cls()
+    space = module.action_space
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            out = module.forward_inference({"obs": torch.as_tensor(obs, dtype=torch.float32)})
+            actions = (out["actions"] if "actions" in out else dist_class.from_logits(
+                out["action_dist_inputs"]).to_deterministic().sample()).numpy()
+        if config.normalize_actions:
+            return np.stack([unsquash_action(a, space) for a in actions])
+        return np.stack([clip_action(a, space) for a in actions]) if config.clip_actions \
+            else actions
+
+    return act
+
+
+def restore_and_evaluate(checkpoint: str | Path, episodes: int = 10, seed: int = 0) -> dict:
+    """`Algorithm.from_checkpoint(path)`, then `episodes` greedy (DQN) or deterministic (SAC)
+    episodes from seeds `seed`, `seed + 1`, ... played by course_lib's `evaluate_policy`.
+    Returns {"return_mean", "episodes", "iteration"}."""
     require_rllib()
     from ray.rllib.algorithms.algorithm import Algorithm
 
@@ -279,9 +339,9 @@ def restore_and_evaluate(checkpoint: str | Path) -> dict:
     init_ray()
     algo = Algorithm.from_checkpoint(str(checkpoint))
     try:
-        metrics = algo.evaluate()["env_runners"]
-        return {"return_mean": float(metrics["episode_return_mean"]),
-                "episodes": int(metrics["num_episodes"]), "iteration": algo.iteration}
+        returns = evaluate_policy(rllib_policy(algo), algo.config.env, episodes, seed)
+        return {"return_mean": float(np.mean(returns)), "episodes": len(returns),
+                "iteration": algo.iteration}
     finally:
         algo.stop()
 
@@ -299,7 +359,8 @@ def time_to_goal(history: list[dict], goal: float) -> tuple[float, int] | None:
 
 
 def comparison_rows(runs: dict[str, TrainResult], goal: float) -> list[dict]:
-    """One row per run: reached or not, seconds and env steps to the goal (or spent)."""
+    """One row per run: reached or not, seconds and env steps to the goal (or spent), and the
+    run's env steps and learner updates per second of its clock."""
     rows = []
     for label, result in runs.items():
         hit, last = time_to_goal(result.history, goal), result.last
@@ -308,7 +369,8 @@ def comparison_rows(runs: dict[str, TrainResult], goal: float) -> list[dict]:
                      "env_steps": int(steps), "best_eval": max(
                          (r["eval_return"] for r in result.history
                           if not math.isnan(r["eval_return"])), default=math.nan),
-                     "env_steps_per_s": last["env_steps"] / max(last["time_s"], 1e-9)})
+                     "env_steps_per_s": last["env_steps"] / max(last["time_s"], 1e-9),
+                     "updates_per_s": last["learner_updates"] / max(last["time_s"], 1e-9)})
     return rows
 
 
@@ -324,9 +386,9 @@ def time_ratio(ours: dict, theirs: dict) -> str:
 def format_rows(rows: list[dict], goal: float) -> str:
     """A plain-text table of `comparison_rows`."""
     lines = [f"{'run':<28}{'goal ' + format(goal, 'g'):>12}{'seconds':>10}{'env steps':>12}"
-             f"{'best eval':>11}{'steps/s':>9}"]
+             f"{'best eval':>11}{'steps/s':>9}{'updates/s':>11}"]
     for r in rows:
         lines.append(f"{r['run']:<28}{'reached' if r['reached'] else 'NOT reached':>12}"
                      f"{r['seconds']:>10.1f}{r['env_steps']:>12,}{r['best_eval']:>11.1f}"
-                     f"{r['env_steps_per_s']:>9.0f}")
+                     f"{r['env_steps_per_s']:>9.0f}{r['updates_per_s']:>11.1f}")
     return "\n".join(lines)

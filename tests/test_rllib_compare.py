@@ -3,6 +3,7 @@
 import builtins
 import math
 
+import numpy as np
 import pytest
 
 from course_lib import rllib_compare
@@ -54,3 +55,51 @@ def test_missing_rllib_says_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_rllib)
     with pytest.raises(RLlibMissingError, match=r'pip install -e "\.\[rllib\]"'):
         rllib_compare.dqn_config(RLlibConfig.for_algo("dqn", quick=True))
+
+
+class _FakeAlgorithm:     # evaluate() reaches the algorithm only through rllib_policy
+    pass
+
+
+def _trainer(cfg):
+    trainer = rllib_compare.RLlibTrainer.__new__(rllib_compare.RLlibTrainer)
+    trainer.cfg, trainer.evaluations, trainer.algorithm = cfg, 0, _FakeAlgorithm()
+    return trainer
+
+
+@pytest.mark.parametrize("score, expected", [(-150.0, [10, 20]), (-900.0, [10])])
+def test_rllib_is_scored_by_course_libs_rule(monkeypatch, score, expected):
+    """10 fresh episodes, 20 more only when they meet the goal, never a seed twice: the
+    rule of course_lib's own trainers (trainer.evaluation_request), played by evaluate_policy."""
+    calls = []
+
+    def fake_evaluate_policy(act, env_id, episodes, seed):
+        calls.append((env_id, episodes, seed))
+        return np.full(episodes, score)
+
+    monkeypatch.setattr(rllib_compare, "rllib_policy", lambda algorithm: "act")
+    monkeypatch.setattr(rllib_compare, "evaluate_policy", fake_evaluate_policy)
+    trainer = _trainer(RLlibConfig.for_algo("sac", quick=False))
+    returns = trainer.evaluate()
+    assert [episodes for _, episodes, _ in calls] == expected
+    assert {env for env, _, _ in calls} == {"Pendulum-v1"} and len(returns) == sum(expected)
+    trainer.evaluate()                                   # the next iteration: new seeds
+    seeds = [seed for _, _, seed in calls]
+    assert len(seeds) == len(set(seeds)) and trainer.evaluations == len(calls)
+
+
+def test_rllib_config_evaluates_nothing_itself_and_paces_by_seconds():
+    pytest.importorskip("ray.rllib")
+    cfg = RLlibConfig.for_algo("dqn", quick=False, eval_every_s=2.5)
+    config = rllib_compare.rllib_config(cfg)
+    assert config.evaluation_interval is None            # course_lib's evaluation instead
+    assert config.min_time_s_per_iteration == 2.5 and not config.min_sample_timesteps_per_iteration
+    assert config.evaluation_config["explore"] is False  # if switched on: greedy
+
+
+def test_comparison_rows_report_updates_per_second():
+    history = [{"time_s": 10.0, "env_steps": 1_000, "learner_updates": 500, "eval_return": 480.0}]
+    result = rllib_compare.TrainResult(history, "eval_return", True, {}, None, {})
+    [row] = rllib_compare.comparison_rows({"x": result}, goal=475.0)
+    assert row["reached"] and row["updates_per_s"] == 50.0 and row["env_steps_per_s"] == 100.0
+    assert "updates/s" in rllib_compare.format_rows([row], 475.0)
