@@ -8,7 +8,7 @@ actor's name: `task::name:Class.__init__`), whose thread id is the worker proces
 records the phases of each call (`task:deserialize_arguments`, `task:execute`, ...) and the
 driver's submissions; those are left out here: one bar per call is what the picture needs.
 
-    spans = timeline.actor_spans(ray.timeline(), since=start)   # start = time.time() before
+    spans = timeline.actor_spans(timeline.collect(), since=start)  # start = time.time() before
     timeline.plot_timeline(spans)
     timeline.busy_fractions(spans)                               # {row: share of the window}
 
@@ -37,6 +37,26 @@ class Span:
     @property
     def end(self) -> float:
         return self.start + self.duration
+
+
+def collect(flush_s: float = 2.0) -> list[dict]:
+    """`ray.timeline()`'s events, after `flush_s` seconds for the workers to report their last
+    calls (they send task events about once a second). Call it while the actors are alive: a
+    killed actor's unreported calls are lost. Ray's notice that the timeline will move to the
+    dashboard is not for attendees, so it is kept quiet."""
+    import logging
+    import time
+
+    import ray
+
+    time.sleep(flush_s)
+    logger = logging.getLogger("ray._private.state")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return ray.timeline()
+    finally:
+        logger.setLevel(level)
 
 
 def _actor_call(event: dict) -> tuple[str, str] | None:
