@@ -22,8 +22,8 @@ import dataclasses
 from collections.abc import Iterable
 
 #: rows of a distributed run, in the order of the data's path through it
-ROLE_ORDER = ("Explorer", "RolloutWorker", "ReplayActor", "Learner", "ParameterServer",
-              "Evaluator")
+ROLE_ORDER = ("Explorer", "RolloutWorker", "ReplayServer", "Learner", "ParameterServer",
+              "Evaluator")        # ReplayServer: the class behind replay.ReplayActor
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -79,7 +79,8 @@ def actor_spans(events: Iterable[dict], since: float | None = None,
     Rows are named by class, numbered when a class has several processes ("Explorer 1",
     "Explorer 2", in the order of their first call), and sorted along `ROLE_ORDER`. Calls that
     ended before `since` (seconds since the epoch, e.g. `time.time()` before the run) are left
-    out, as are the methods in `skip`. Times are seconds from the first call kept.
+    out and calls under way at `since` are cut to start there, so the picture begins at
+    `since`; the methods in `skip` are left out too. Times are seconds from the first call kept.
     """
     calls: dict[str, list[tuple[float, float, str]]] = {}
     classes: dict[str, str] = {}
@@ -88,8 +89,10 @@ def actor_spans(events: Iterable[dict], since: float | None = None,
         if parsed is None or parsed[1] in skip:
             continue
         start, duration = float(event["ts"]) / 1e6, float(event.get("dur", 0.0)) / 1e6
-        if since is not None and start + duration < since:
-            continue
+        if since is not None:
+            if start + duration < since:
+                continue
+            start, duration = max(start, since), start + duration - max(start, since)
         classes.setdefault(event["tid"], parsed[0])
         calls.setdefault(event["tid"], []).append((start, duration, parsed[1]))
     if not calls:
