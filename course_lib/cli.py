@@ -316,6 +316,8 @@ def evaluate(args) -> int:
           f"{mean:.1f} +- {std:.1f} over {len(returns)} episodes "
           f"(min {min(returns):.1f}, max {max(returns):.1f})")
     if args.render:
+        from course_lib.render import write_gif
+
         write_gif(frames, args.out)
         print(f"first episode ({len(frames)} frames) written to {args.out}")
     return 0
@@ -323,45 +325,27 @@ def evaluate(args) -> int:
 
 def play(env, act, episodes: int, seed: int, record: bool = False):
     """Returns of `episodes` episodes of act(obs), and the first one's frames if `record`.
-    `env` comes from `envs.make_env`, as in training (flat float32 observations)."""
+    `env` comes from `envs.make_env`, as in training (flat float32 observations); episode i
+    starts from seed + i."""
+    from course_lib import render
+
     returns, frames = [], []
     for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
         if record and i == 0:
-            frames.append(_render(env))
+            try:
+                frames, total, _ = render.record_episode(env, act, seed)
+            except render.RenderError as err:
+                raise UsageError(str(err)) from None
+            returns.append(total)
+            continue
+        obs, _ = env.reset(seed=seed + i)
         total, done = 0.0, False
         while not done:
             obs, reward, terminated, truncated, _ = env.step(act(obs))
             total += float(reward)
             done = terminated or truncated
-            if record and i == 0:
-                frames.append(_render(env))
         returns.append(total)
     return returns, frames
-
-
-def _render(env):
-    import gymnasium as gym
-
-    try:
-        return env.render()
-    except gym.error.DependencyNotInstalled as err:
-        raise UsageError(f"rendering {env.spec.id} needs a package that is not installed: "
-                         f"{first_line(err)}") from None
-
-
-def write_gif(frames, path, fps: int = 30) -> None:
-    """An animated GIF of rgb frames (H, W, 3): imageio if installed, else Pillow."""
-    try:
-        import imageio.v2 as imageio
-    except ImportError:
-        from PIL import Image
-
-        images = [Image.fromarray(frame) for frame in frames]
-        images[0].save(path, save_all=True, append_images=images[1:],
-                       duration=round(1000 / fps), loop=0)
-    else:
-        imageio.mimsave(path, frames, duration=1000 / fps, loop=0)
 
 
 def _std(values) -> float:

@@ -246,9 +246,14 @@ def test_evaluate_reports_mean_and_std(capsys, dqn_checkpoint):
     assert "over 3 episodes" in out
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pygame") is not None,
-                    reason="pygame is installed: rendering works")
-def test_render_without_pygame_says_so(capsys, tmp_path, dqn_checkpoint):
+def test_render_without_pygame_says_so(capsys, tmp_path, dqn_checkpoint, monkeypatch):
+    import gymnasium as gym
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    def missing(self):
+        raise gym.error.DependencyNotInstalled("pygame is not installed, run `pip install pygame`")
+
+    monkeypatch.setattr(CartPoleEnv, "render", missing)
     code = cli.main(["evaluate", str(dqn_checkpoint), "--render", "--out",
                      str(tmp_path / "ep.gif")])
     err = capsys.readouterr().err
@@ -256,12 +261,32 @@ def test_render_without_pygame_says_so(capsys, tmp_path, dqn_checkpoint):
     assert not (tmp_path / "ep.gif").exists()
 
 
+def test_evaluate_render_writes_the_first_episode(capsys, tmp_path, dqn_checkpoint):
+    from PIL import Image
+
+    out = tmp_path / "ep.gif"
+    assert cli.main(["evaluate", str(dqn_checkpoint), "--episodes", "2", "--render",
+                     "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    frames = int(printed.split("first episode (")[1].split(" frames")[0])
+    with Image.open(out) as gif:
+        assert gif.size == (600, 400) and gif.n_frames >= 2     # CartPole's own picture size
+        shown_ms = 0
+        for i in range(gif.n_frames):               # Pillow merges identical neighbours and
+            gif.seek(i)                             # adds up their durations
+            shown_ms += gif.info["duration"]
+    # the start state and every step after it, 33 ms each, stored in hundredths of a second
+    assert shown_ms == frames * 30
+
+
 def test_write_gif_with_pillow(tmp_path):
     import numpy as np
     from PIL import Image
 
+    from course_lib import render
+
     frames = [np.full((8, 8, 3), i * 40, np.uint8) for i in range(4)]
-    cli.write_gif(frames, tmp_path / "a.gif")
+    render.write_gif(frames, tmp_path / "a.gif")
     with Image.open(tmp_path / "a.gif") as gif:
         assert gif.n_frames == 4
 

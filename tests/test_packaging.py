@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # The repository's own modules (imported by name from their folders), and optional imports
-# guarded by `except ImportError` (cli.write_gif prefers imageio, falls back to Pillow).
+# guarded by `except ImportError` (render.write_gif prefers imageio, falls back to Pillow).
 LOCAL = {"course_lib", "scripts", "benchlib", "browser_support", "helper", "conftest"}
 OPTIONAL = {"imageio"}
 
