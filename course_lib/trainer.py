@@ -96,6 +96,25 @@ def derive_seed(seed: int, *stream: int | str) -> int:
     return int(np.random.SeedSequence([w % 2**63 for w in words]).generate_state(1)[0] >> 1)
 
 
+def next_evaluation(cfg: TrainerConfig, returns: list[float],
+                    evaluations: int) -> tuple[int, int] | None:
+    """(episodes, seed) of the next evaluation of one snapshot that has played `returns`, or
+    None once it is scored; `evaluations` counts the run's evaluations so far.
+
+    First `eval_episodes`; if their mean meets the goal, `confirm_episodes` more of the same
+    weights. Every evaluation gets seeds no other evaluation of the run used. (Also the rule
+    bench/sb3.py holds Stable-Baselines3 to.)"""
+    played = len(returns)
+    if played == 0:
+        episodes = cfg.eval_episodes
+    elif (played == cfg.eval_episodes and cfg.confirm_episodes > 0
+          and cfg.target_return is not None and np.mean(returns) >= cfg.target_return):
+        episodes = cfg.confirm_episodes
+    else:
+        return None
+    return episodes, derive_seed(cfg.seed, "evaluation", evaluations + 1)
+
+
 @dataclasses.dataclass
 class Snapshot:
     """The learner at one moment: its state, the counters then, and its evaluation."""
@@ -177,20 +196,12 @@ class Trainer(ABC):
         return Snapshot(counters, state, weights)
 
     def next_evaluation(self, snapshot: Snapshot) -> tuple[int, int] | None:
-        """(episodes, seed) of the evaluation `snapshot` needs next, or None once it is scored.
-
-        First `eval_episodes`; if their mean meets the goal, `confirm_episodes` more of the
-        same weights. Every evaluation gets seeds no other evaluation used."""
-        cfg, played = self.cfg, len(snapshot.returns)
-        if played == 0:
-            episodes = cfg.eval_episodes
-        elif (played == cfg.eval_episodes and cfg.confirm_episodes > 0
-              and cfg.target_return is not None and np.mean(snapshot.returns) >= cfg.target_return):
-            episodes = cfg.confirm_episodes
-        else:
-            return None
-        self.counters["evaluations"] += 1
-        return episodes, derive_seed(cfg.seed, "evaluation", self.counters["evaluations"])
+        """(episodes, seed) of the evaluation `snapshot` needs next, or None once it is scored
+        (the rule is the module function `next_evaluation`); counts the evaluations."""
+        request = next_evaluation(self.cfg, snapshot.returns, self.counters["evaluations"])
+        if request is not None:
+            self.counters["evaluations"] += 1
+        return request
 
     def row(self, snapshot: Snapshot, elapsed: float, steps0: int, updates0: int,
             train_returns: list[float], **extra) -> dict[str, Any]:
