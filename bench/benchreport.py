@@ -285,6 +285,8 @@ def render(results: dict[str, dict], info: dict, quick: bool, figures: list[str]
             continue
         r = results[name]
         lines += [f"## {title}", "", f"`python bench/{name}.py`", ""]
+        if r.get("earlier_run"):
+            lines += ["(Not re-run this time: the results of an earlier run.)", ""]
         if "missing" in r:
             lines += [f"Not run: {r['missing']}.", ""]
         elif "error" in r:
