@@ -233,7 +233,9 @@ def section_soak(r: dict) -> str:
             f"{r['stopped_by']}): {last.get('env_steps', 0):,} env steps, "
             f"{last.get('learner_updates', 0):,} learner updates. Progress in "
             f"{v['windows'] - len(v['windows_without_progress_end_s'])} of {v['windows']} "
-            f"{cfg['sample_every_s']:g}-s windows. Buffer full at {v['filled_at_s']} s; "
+            f"{cfg['sample_every_s']:g}-s windows (in "
+            f"{len(v.get('explorers_waited_end_s', []))} only the learner moved: the explorers "
+            f"waited for it). Buffer full at {v['filled_at_s']} s; "
             f"memory slopes after that (MB/min, flat below {v['flat_mb_per_min']:g}): "
             f"{slopes or 'not measured (too few samples after the fill)'}.")
 

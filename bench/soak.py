@@ -12,9 +12,10 @@ available `object_store_memory`), and the driver's counters: env steps, inserted
 transitions, learner updates.
 
 Verdict, two targets:
-- **no deadlock**: env steps and learner updates grow in every window between two samples
-  (learner updates: every window after the first update). A sampler that sees no env steps
-  for `STALL_S` interrupts the run and the verdict says where it stalled.
+- **no deadlock**: in every window between two samples, env steps or learner updates grow
+  (the explorers may wait a window while the learner catches up: that is the driver's
+  throttle, `max_lag_updates`, and the verdict lists those windows apart). A sampler that sees
+  neither grow for `STALL_S` interrupts the run and the verdict says where it stalled.
 - **memory flat after the buffer fills**: for each memory series, the least-squares slope
   over the samples taken once the replay buffer is full (inserted >= buffer_size) is below
   `FLAT_MB_PER_MIN` (2 MB per minute: 16 MB over the 8 minutes after a fill; leaking one
@@ -56,7 +57,7 @@ def actor_pid(actor) -> int:
 
 class Sampler(threading.Thread):
     """Samples memory and counters every `every_s` seconds until stopped; interrupts the
-    main thread when env steps stop for `stall_s` seconds."""
+    main thread when neither env steps nor learner updates grow for `stall_s` seconds."""
 
     def __init__(self, trainer: ApexTrainer, every_s: float, stall_s: float):
         super().__init__(daemon=True)
@@ -84,7 +85,9 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(self.every_s):
             self.samples.append(self.sample())
-            still = [s for s in self.samples if s["env_steps"] == self.samples[-1]["env_steps"]]
+            last = self.samples[-1]
+            still = [s for s in self.samples if (s["env_steps"], s["learner_updates"])
+                     == (last["env_steps"], last["learner_updates"])]
             if len(still) > 1 and still[-1]["t_s"] - still[0]["t_s"] >= self.stall_s:
                 self.stalled_at = still[0]["t_s"]
                 _thread.interrupt_main()          # the driver is stuck: end the run
@@ -102,12 +105,13 @@ def verdict(samples: list[dict], buffer_size: int, flat_mb_per_min: float = FLAT
     """Progress in every window, and the memory slopes once the buffer is full (see the
     module docstring)."""
     windows = list(zip(samples, samples[1:], strict=False))
-    first_update = next((s["t_s"] for s in samples if s["learner_updates"] > 0), None)
-    stalled = [b["t_s"] for a, b in windows if b["env_steps"] <= a["env_steps"] or (
-        first_update is not None and a["t_s"] >= first_update
-        and b["learner_updates"] <= a["learner_updates"])]
+    stalled = [b["t_s"] for a, b in windows if b["env_steps"] <= a["env_steps"]
+               and b["learner_updates"] <= a["learner_updates"]]
+    waited = [b["t_s"] for a, b in windows if b["env_steps"] <= a["env_steps"]
+              and b["learner_updates"] > a["learner_updates"]]
     full = [s for s in samples if s["inserted"] >= buffer_size]
     out = {"windows": len(windows), "windows_without_progress_end_s": stalled,
+           "explorers_waited_end_s": waited,
            "no_deadlock": bool(windows) and not stalled,
            "filled_at_s": full[0]["t_s"] if full else None, "samples_after_fill": len(full),
            "flat_mb_per_min": flat_mb_per_min}
@@ -138,7 +142,7 @@ def soak(minutes: float, quick: bool, workers: int = 8, log=print) -> dict:
             except KeyboardInterrupt:
                 if sampler.stalled_at is None:
                     raise
-                stopped_by = f"stalled (no env steps from {sampler.stalled_at:.0f} s on)"
+                stopped_by = f"stalled (no progress from {sampler.stalled_at:.0f} s on)"
             sampler.done.set()
             sampler.join()
             samples = sampler.samples

@@ -176,6 +176,10 @@ def test_soak_verdict_flat_leaking_stalled_and_too_short():
     stalled = soak.verdict(_soak_samples(10, 0.0, stall_at=30), buffer_size=20_000)
     assert not stalled["no_deadlock"]
     assert stalled["windows_without_progress_end_s"][0] == 310.0
+    waiting = _soak_samples(10, 0.0)
+    waiting[12]["env_steps"] = waiting[11]["env_steps"]         # the explorers waited a window
+    waited = soak.verdict(waiting, buffer_size=30_000)
+    assert waited["no_deadlock"] and waited["explorers_waited_end_s"] == [120.0]
     short = soak.verdict(_soak_samples(1, 0.0), buffer_size=5_000)
     assert short["flat"] is None and short["samples_after_fill"] == 2
 
