@@ -10,7 +10,8 @@ For each task and seed:
 
 A goal counts only if the saved weights score within 5% of it on those fresh episodes
 (seeds 1000-1019 are never used in training: training evaluations draw their own seeds).
-Writes bench/results/goal_holds.json; `--quick`: one seed, a 2,000-step budget, no goal.
+Writes bench/results/goal_holds.json (targets: per task, every seed reached the goal and its
+checkpoint held it); `--quick`: one seed, a 2,000-step budget, no goal.
 """
 
 from __future__ import annotations
@@ -73,6 +74,18 @@ def one(task: str, seed: int, results_dir: Path, quick: bool) -> dict:
             "train_summary": summary, "evaluate": evaluation.stdout.strip()}
 
 
+def check_targets(runs: list[dict]) -> dict:
+    """Per task: the goal was reached and the checkpoint held it on every seed."""
+    targets = {}
+    for task in dict.fromkeys(r["task"] for r in runs):
+        mine = [r for r in runs if r["task"] == task]
+        held = sum(r["reached"] and r["holds"] for r in mine)
+        targets[f"{task} checkpoint holds the goal"] = {
+            "value": f"{held}/{len(mine)} seeds", "target": f"{len(mine)}/{len(mine)} seeds",
+            "met": held == len(mine)}
+    return targets
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=list(GOALS), choices=list(GOALS))
@@ -94,7 +107,8 @@ def main() -> None:
                       f"episodes {run['checkpoint_score']:7.1f}: "
                       f"{'holds' if run['holds'] else 'DOES NOT HOLD'}", flush=True)
     write_json({"quick": args.quick, "load_before": load_before,
-                "load_after": os.getloadavg()[0], "runs": runs}, args.json)
+                "load_after": os.getloadavg()[0], "runs": runs,
+                "targets": {} if args.quick else check_targets(runs)}, args.json)
 
 
 if __name__ == "__main__":

@@ -192,7 +192,7 @@ def render_diagram(name: str) -> str:
 
 def bench_replay() -> bytes | None:
     """Ours against cpprb, microseconds per call, from the latest `python bench/replay.py`
-    (None when this machine has no results: bench/results/ is not committed)."""
+    (None when there are no results yet: bench/results/ is committed after a full `make bench`)."""
     import matplotlib
 
     matplotlib.use("Agg")

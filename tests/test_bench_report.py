@@ -2,8 +2,12 @@
 race's contenders, and the SAC settings loop on a few Pendulum steps."""
 
 import importlib.util
+import math
 import sys
+import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,3 +145,144 @@ def test_is_weights_bench_trains_with_each_variants_buffer_and_counts_steps_to_t
     rows = bench.summarise(runs)
     assert [(row["variant"], row["seeds"], row["median_env_steps"]) for row in rows] == [
         ("buffer-min eps=1e-6", 1, 300.0), ("batch-max eps=1e-6", 1, 300.0)]
+
+
+# ---------------------------------------------------------------------------------------------
+# SB3 against ours, the cost of going distributed, the soak (issue 17)
+# ---------------------------------------------------------------------------------------------
+
+def _soak_samples(minutes: int, mb_per_min: float, stall_at: int | None = None) -> list[dict]:
+    rng = np.random.default_rng(0)
+    samples = []
+    for k in range(minutes * 6 + 1):
+        t = 10.0 * k
+        steps = 1_000 * min(k, stall_at if stall_at is not None else k)
+        samples.append({"t_s": t, "env_steps": steps, "inserted": steps,
+                        "learner_updates": 250 * min(k, stall_at or k),
+                        **{key: 300 + mb_per_min * t / 60 + rng.normal(0, 0.5)
+                           for key in ("driver_rss_mb", "replay_rss_mb", "learner_rss_mb",
+                                       "object_store_mb")}})
+    return samples
+
+
+def test_soak_verdict_flat_leaking_stalled_and_too_short():
+    soak = _bench_module("soak")
+    flat = soak.verdict(_soak_samples(10, 0.0), buffer_size=30_000)
+    assert flat["no_deadlock"] and flat["flat"] and flat["filled_at_s"] == 300.0
+    assert flat["windows"] == 60 and flat["samples_after_fill"] == 31
+    leaking = soak.verdict(_soak_samples(10, 5.0), buffer_size=30_000)
+    assert leaking["flat"] is False
+    assert all(4.5 < v < 5.5 for v in leaking["slopes_mb_per_min"].values())
+    stalled = soak.verdict(_soak_samples(10, 0.0, stall_at=30), buffer_size=20_000)
+    assert not stalled["no_deadlock"]
+    assert stalled["windows_without_progress_end_s"][0] == 310.0
+    waiting = _soak_samples(10, 0.0)
+    waiting[12]["env_steps"] = waiting[11]["env_steps"]         # the explorers waited a window
+    waited = soak.verdict(waiting, buffer_size=30_000)
+    assert waited["no_deadlock"] and waited["explorers_waited_end_s"] == [120.0]
+    short = soak.verdict(_soak_samples(1, 0.0), buffer_size=5_000)
+    assert short["flat"] is None and short["samples_after_fill"] == 2
+
+
+def test_sb3_evaluation_follows_our_protocol_and_stop_rule(monkeypatch):
+    from types import SimpleNamespace
+
+    from course_lib.trainer import derive_seed
+
+    sb3 = _bench_module("sb3")
+    cfg = sb3.run_config("CartPole-v1", seed=4, quick=False)
+    assert (cfg.eval_episodes, cfg.confirm_episodes, cfg.target_return) == (10, 20, 475.0)
+
+    def balancing(obs, deterministic):       # scores 500 on every CartPole episode
+        assert deterministic
+        return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64), None
+
+    clock = sb3.OurEvaluation(cfg, every_s=3.0, start=time.perf_counter())
+    clock.model = SimpleNamespace(predict=balancing, num_timesteps=31_000, _n_updates=3_000)
+    assert clock.evaluate_snapshot() is False                  # goal met and confirmed: stop
+    row = clock.rows[-1]
+    assert (clock.stopped_by, row["eval_episodes"], row["eval_return"]) == ("eval_return", 30,
+                                                                            500.0)
+    assert clock.evaluations == 2 and row["env_steps"] == 31_000 and row["wall_s"] > 0
+
+    pushes_left = SimpleNamespace(predict=lambda obs, deterministic: (np.zeros(len(obs), int),
+                                                                      None),
+                                  num_timesteps=1_000, _n_updates=0)
+    clock = sb3.OurEvaluation(cfg, every_s=3.0, start=time.perf_counter())
+    clock.model = pushes_left
+    assert clock.evaluate_snapshot() is True                   # 10 episodes, far below: go on
+    assert clock.rows[-1]["eval_episodes"] == 10 and clock.stopped_by is None
+    # fresh seeds each evaluation, from our one seed formula
+    seen = []
+    monkeypatch.setattr(sb3, "evaluate_policy", lambda act, env_id, episodes, seed:
+                        seen.append(seed) or np.zeros(episodes))
+    clock.evaluate_snapshot()
+    assert seen == [derive_seed(4, "evaluation", 2)]
+
+
+def test_overhead_steady_rate_skips_start_up_and_learning_starts():
+    overhead = _bench_module("overhead")
+    samples = [{"t": 3.0 * k, "updates": max(0, 300 * (k - 2)), "env_steps": 1_000 * k,
+                "owed": 100} for k in range(1, 12)]
+    # updates first move at k=3; the window starts one sample later: 300 updates per 3 s
+    assert overhead.steady_rate(samples, "updates") == 100.0
+    assert overhead.steady_rate(samples, "env_steps") == 1_000 / 3
+    assert math.isnan(overhead.steady_rate(samples[:3], "updates"))   # no window yet
+    window = overhead.learner_window(samples, chunk=50)
+    assert window["saturated"] == 1.0 and window["owed_updates_s"] == 100.0
+
+
+SB3_RESULTS = {
+    "apex": {"config": LOAD, "summary": [
+        {"variant": "dqn", "seeds": 3, "reached": 3, "median_env_steps": 5e4,
+         "median_seconds": 50.0, "seconds_vs_dqn": 1.0},
+        {"variant": "apex-2", "seeds": 3, "reached": 3, "median_env_steps": 2e4,
+         "median_seconds": 20.0, "seconds_vs_dqn": 0.4},
+        {"variant": "apex-4", "seeds": 3, "reached": 3, "median_env_steps": 4e4,
+         "median_seconds": 40.0, "seconds_vs_dqn": 0.8}]},
+    "sac": {"pendulum": {"runs": [{"reached": True, "time_s": t, "env_steps": 2_000}
+                                  for t in (10.0, 12.0, 30.0)]}},
+    "sb3": {"config": {"stable_baselines3": "2.9.2", "rl_zoo3": "2.9.2"}, "targets": {},
+            "summary": [{"task": "CartPole-v1", "algo": "DQN", "goal": 475.0, "seeds": 3,
+                         "reached": 3, "median_env_steps": 31_000, "median_time_s": 100.0,
+                         "median_eval_s": 4.0},
+                        {"task": "Pendulum-v1", "algo": "SAC", "goal": -200.0, "seeds": 3,
+                         "reached": 2, "median_env_steps": 2_800, "median_time_s": 120.0,
+                         "median_eval_s": 9.0}]},
+    "overhead": {"apex": {"learner": {"bare_updates_s": 300.0, "distributed_updates_s": 210.0,
+                                      "ratio": 0.7},
+                          "explorers": [{"n": n, "bare_steps_s": 3_000.0 * min(n, 2),
+                                         "distributed_steps_s": 2_000.0 * min(n, 2),
+                                         "ratio": 0.667} for n in (1, 2, 4)]},
+                 "sac": {"learner": {"bare_updates_s": 100.0, "distributed_updates_s": 90.0,
+                                     "ratio": 0.9}},
+                 "load_before": [0.2, 0.3, 0.4], "load_after": [1.5, 0.9, 0.5], "quick": False,
+                 "targets": {"apex learner distributed/bare": {"value": 0.7, "target": 0.8,
+                                                               "met": False}}},
+    "soak": {"config": {"quick": False, "minutes": 10, "num_workers": 8, "buffer_size": 100_000,
+                        "sample_every_s": 10.0, "cpus": 2},
+             "stopped_by": "time_s", "samples": _soak_samples(10, 0.0),
+             "verdict": {"windows": 60, "windows_without_progress_end_s": [],
+                         "no_deadlock": True, "filled_at_s": 1_000.0, "samples_after_fill": 51,
+                         "flat_mb_per_min": 2.0, "flat": True,
+                         "slopes_mb_per_min": {"driver_rss_mb": 0.1}},
+             "load_before": [0.1], "load_after": [2.0], "targets": {}},
+}
+
+
+def test_report_compares_ours_with_sb3_and_draws_the_overhead_and_soak(tmp_path):
+    text = run_all.write_report(SB3_RESULTS, quick=False, out=tmp_path / "R.md", info=INFO)
+    # CartPole: Ape-X 4 explorers (the CLI default) is the target, 2 explorers is shown too
+    assert ("sb3: CartPole-v1 time ours/SB3 (Ape-X, 4 explorers (CLI default)) | 0.40 | 0.50 "
+            "| met" in text)
+    assert "| Ape-X, 2 explorers | 3/3 | 20.00 |" in text
+    # Pendulum: SAC's median 12 s against 120 s, but SB3 missed a seed: not counted as met
+    assert "sb3: Pendulum-v1 time ours/SB3 (SAC, 2 workers (CLI default)) | 0.10 | 0.50 | " \
+           "MISSED | a seed missed the goal on one side" in text
+    assert "overhead: apex learner distributed/bare | 0.70 | 0.80 | MISSED" in text
+    assert "| 4 explorer(s) (env steps/s) | 6,000 | 4,000 | 0.67 |" in text
+    assert "Progress in 60 of 60 10-s windows" in text
+    assert "load average before/after: 0.2 / 1.5" in text
+    for figure in ("overhead", "soak"):
+        assert (tmp_path / "figures" / f"{figure}.png").stat().st_size > 1_000
+        assert f"![{figure}](figures/{figure}.png)" in text

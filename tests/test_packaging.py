@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # The repository's own modules (imported by name from their folders), and optional imports
 # guarded by `except ImportError` (render.write_gif prefers imageio, falls back to Pillow).
-LOCAL = {"course_lib", "scripts", "benchlib", "browser_support", "helper", "conftest"}
+LOCAL = {"course_lib", "scripts", "benchlib", "benchreport", "browser_support", "helper",
+         "conftest"}
 OPTIONAL = {"imageio"}
 
 
