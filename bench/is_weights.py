@@ -31,8 +31,7 @@ import time
 
 import numpy as np
 
-from course_lib import dqn
-from course_lib.dqn import DQNConfig, train_dqn
+from course_lib.dqn import DQNConfig, train_dqn, trainer as dqn_trainer
 from course_lib.replay import PrioritizedReplayBuffer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchlib, also when imported
@@ -66,23 +65,23 @@ def buffer_class(eps: float, weight_norm: str):
 
 def run_variant(name: str, seed: int, config: DQNConfig) -> dict:
     """One DQN run with the variant's buffer (swapped in where DQNTrainer looks it up)."""
-    if not hasattr(dqn, "PrioritizedReplayBuffer"):
-        raise RuntimeError("course_lib.dqn no longer imports PrioritizedReplayBuffer by name: "
-                           "update run_variant to the trainer's new way of making its buffer")
+    if not hasattr(dqn_trainer, "PrioritizedReplayBuffer"):
+        raise RuntimeError("course_lib.dqn.trainer no longer imports PrioritizedReplayBuffer by "
+                           "name: update run_variant to the trainer's new way of making its buffer")
     built = []
 
     def make_buffer(*args, **kwargs):
         built.append(buffer_class(**VARIANTS[name])(*args, **kwargs))
         return built[-1]
 
-    original = dqn.PrioritizedReplayBuffer
-    dqn.PrioritizedReplayBuffer = make_buffer
+    original = dqn_trainer.PrioritizedReplayBuffer
+    dqn_trainer.PrioritizedReplayBuffer = make_buffer
     try:
         start = time.perf_counter()
         result = train_dqn(config.updated({"seed": seed}))
         seconds = time.perf_counter() - start
     finally:
-        dqn.PrioritizedReplayBuffer = original
+        dqn_trainer.PrioritizedReplayBuffer = original
     if len(built) != 1:
         raise RuntimeError(f"expected train_dqn to build one replay buffer, it built {len(built)}")
     return {"variant": name, "seed": seed, "reached": bool(result.reached),

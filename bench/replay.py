@@ -29,12 +29,27 @@ import sys
 import tempfile
 import time
 
-import cpprb
 import numpy as np
 import ray
 
 from course_lib import init_ray
 from course_lib.replay import PrioritizedReplayBuffer, ReplayActor, transition_spec
+
+NO_CPPRB = (f"cpprb is not installed (it has no wheels for Python {sys.version_info[0]}."
+            f"{sys.version_info[1]}): run this benchmark on Python 3.11 or 3.12")
+
+
+class MissingCpprb:
+    """Stands where the cpprb module would be: any use raises one clear error."""
+
+    def __getattr__(self, name):
+        raise ModuleNotFoundError(NO_CPPRB)
+
+
+try:
+    import cpprb
+except ModuleNotFoundError:   # cpprb 11.0.0 has no wheels for Python 3.13 (see pyproject.toml)
+    cpprb = MissingCpprb()
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchlib, also when imported
 from benchlib import write_json  # noqa: E402
@@ -201,6 +216,8 @@ def main() -> None:
     parser.add_argument("--json", default="bench/results/replay.json", help="where to write")
     parser.add_argument("--skip-ray", action="store_true", help="only the in-process part")
     args = parser.parse_args()
+    if isinstance(cpprb, MissingCpprb):
+        sys.exit(f"error: {NO_CPPRB}")
     config = (dict(capacity=2**14, add_reps=200, sample_reps=100, ray_seconds=1.0, ray_rounds=1)
               if args.quick else
               dict(capacity=2**20, add_reps=3000, sample_reps=1000, ray_seconds=3.0, ray_rounds=3))

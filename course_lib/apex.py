@@ -35,7 +35,7 @@ import numpy as np
 import ray
 
 from course_lib.distributed import DistributedConfig, DistributedTrainer
-from course_lib.dqn import (
+from course_lib.dqn.learner import (
     DQNSettings,
     DuelingQNet,
     epsilon_for_explorer,
@@ -46,7 +46,8 @@ from course_lib.dqn import (
     require_discrete,
     td_errors,
 )
-from course_lib.replay import NStepBuffer, transition_spec
+from course_lib.replay.nstep import NStepBuffer
+from course_lib.replay.uniform import transition_spec
 from course_lib.results import Algorithm
 from course_lib.roles import LearnerActor, Worker
 from course_lib.trainer import train_with

@@ -44,7 +44,7 @@ from course_lib.envs import env_dims, make_env
 from course_lib.errors import first_line
 from course_lib.param_server import ParameterServer, get_result
 from course_lib.ray_setup import init_ray
-from course_lib.replay import ReplayActor
+from course_lib.replay.server import ReplayActor
 from course_lib.roles import Evaluator
 from course_lib.trainer import Trainer, TrainerConfig
 

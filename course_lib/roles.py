@@ -24,7 +24,7 @@ import torch
 from course_lib.envs import check_finite, env_dims, make_env
 from course_lib.nets import set_weights
 from course_lib.param_server import get_result, pull_into
-from course_lib.replay import stack_transitions
+from course_lib.replay.nstep import stack_transitions
 from course_lib.trainer import derive_seed
 
 if TYPE_CHECKING:

@@ -126,6 +126,7 @@ def test_replay_bench_checks_each_operations_ratio_against_cpprb():
 
 def test_is_weights_bench_trains_with_each_variants_buffer_and_counts_steps_to_the_goal():
     from course_lib import dqn
+    from course_lib.dqn import trainer as dqn_trainer
     from course_lib.replay import PrioritizedReplayBuffer
 
     bench = _bench_module("is_weights")
@@ -137,7 +138,7 @@ def test_is_weights_bench_trains_with_each_variants_buffer_and_counts_steps_to_t
                          steps_per_iteration=150, eval_episodes=1, batch_size=32)
     runs = [bench.run_variant(name, 0, tiny) for name in ("buffer-min eps=1e-6",
                                                            "batch-max eps=1e-6")]
-    assert dqn.PrioritizedReplayBuffer is PrioritizedReplayBuffer   # the swap is undone
+    assert dqn_trainer.PrioritizedReplayBuffer is PrioritizedReplayBuffer   # the swap is undone
     assert [run["env_steps"] for run in runs] == [300, 300]
     # the same seed and data: only the normalisation differs, and dividing by the batch's own
     # largest weight gives larger weights than dividing by the buffer's

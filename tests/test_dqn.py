@@ -20,6 +20,7 @@ from course_lib.dqn import (
     n_step_double_q_target,
     td_errors,
 )
+from course_lib.envs import make_env
 from course_lib.replay import NStepBuffer, stack_transitions
 from course_lib.results import Run, load_checkpoint, run_training
 
@@ -223,14 +224,14 @@ def test_evaluate_greedy_is_reproducible():
 
 
 def test_discrete_observations_are_one_hot():
-    env = dqn.make_env("FrozenLake-v1")
+    env = make_env("FrozenLake-v1")
     assert env.observation_space.shape == (16,)
     obs, _ = env.reset(seed=0)
     assert obs.sum() == 1
 
 
 def test_continuous_actions_are_refused():
-    env = dqn.make_env("Pendulum-v1")
+    env = make_env("Pendulum-v1")
     with pytest.raises(ValueError, match="sac"):
         dqn.require_discrete(env)
 

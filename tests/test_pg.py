@@ -6,8 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from course_lib.nets import get_weights, set_weights
 from course_lib.pg import (

@@ -4,6 +4,7 @@ import numpy as np
 import ray
 
 from course_lib import pg
+from course_lib.nets import get_weights
 from course_lib.param_server import ParameterServer
 
 
@@ -11,11 +12,11 @@ def test_worker_pulls_only_changed_weights(ray_local):
     cfg = pg.PGConfig.preset()
     policy, _ = pg.make_policy_and_optimizer(cfg)
     ps = ParameterServer.remote()
-    ray.get(ps.push.remote("policy", pg.get_weights(policy)))
+    ray.get(ps.push.remote("policy", get_weights(policy)))
     [worker] = pg.make_workers(cfg.updated({"num_workers": 1}), policy)
     first = ray.get(worker.sample_from_server.remote(ps, 50))
     assert set(first["versions"]) == {1} and len(first["reward"]) >= 50
-    ray.get(ps.push.remote("policy", pg.get_weights(policy)))      # version 2
+    ray.get(ps.push.remote("policy", get_weights(policy)))      # version 2
     second = ray.get(worker.sample_from_server.remote(ps, 50))
     assert set(second["versions"]) == {2}
     ray.kill(worker)

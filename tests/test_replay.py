@@ -5,8 +5,7 @@ import functools
 import numpy as np
 import pytest
 import ray
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from course_lib.replay import (
     NStepBuffer,

@@ -255,7 +255,7 @@ def test_the_sac_evaluation_closes_every_env_it_makes(monkeypatch):
         return env
 
     tracking_make_env.__wrapped__ = envs.make_env
-    monkeypatch.setattr(sac, "make_env", tracking_make_env)
+    monkeypatch.setattr(sac.parallel, "make_env", tracking_make_env)
     monkeypatch.setattr(envs, "make_env", tracking_make_env)
     sac.deterministic_returns(sac.SquashedGaussianActor(3, 1, (8,)), "Pendulum-v1", 2, seed=0)
     assert len(made) == 3 and len(closed) == len(made)    # one for the bounds, two episodes

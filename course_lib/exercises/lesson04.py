@@ -92,7 +92,7 @@ def check_find_prefix_sum(find_prefix_sum):
     holds `target` (never a zero-priority slot), reading O(log N) entries of the tree."""
     import numpy as np
 
-    from course_lib.replay import SumMinTree
+    from course_lib.replay.sumtree import SumMinTree
 
     rng = np.random.default_rng(0)
     priorities = rng.random(13)

@@ -41,7 +41,7 @@ def check_explorer_epsilons(explorer_epsilons):
     """explorer_epsilons(n, eps, alpha): Ape-X's eps_i = eps^(1 + alpha i / (n - 1)) for each i."""
     import numpy as np
 
-    from course_lib.dqn import epsilon_for_explorer
+    from course_lib.dqn.learner import epsilon_for_explorer
 
     for n in (1, 2, 4, 8):
         expected = [epsilon_for_explorer(i, n, 0.4, 7.0) for i in range(n)]

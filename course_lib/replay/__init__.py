@@ -1,0 +1,52 @@
+"""Experience replay for Ape-X style training: uniform, prioritized, n-step, and as a Ray actor.
+
+Four pieces, each usable on its own:
+
+- `ReplayBuffer`: a ring of preallocated numpy arrays, one per field; the oldest transitions
+  are overwritten first (FIFO), and sampling is uniform.
+- `PrioritizedReplayBuffer`: the same ring, sampled in proportion to priority^alpha through a
+  sum tree, with importance-sampling weights (Schaul et al. 2016).
+- `NStepBuffer`: one per actor; turns 1-step transitions into n-step ones.
+- `ReplayActor`: the prioritized buffer inside a Ray actor that explorers add to and a learner
+  samples from (`ReplayServer` is the same object for local use).
+
+A *spec* says what one transition holds: field name -> (shape of one item, dtype). A *batch* is
+a dict with the same fields, each an array with a leading batch axis::
+
+    spec = transition_spec(obs_shape=(4,))       # CartPole
+    buffer = PrioritizedReplayBuffer(2**20, spec)
+    buffer.add({"obs": obs, "action": action, ...}, priorities=abs_td_errors)
+    batch = buffer.sample(512, beta=0.4)         # fields + "indices" + "weights"
+    buffer.update_priorities(batch["indices"], new_abs_td_errors)
+
+Every add is checked before anything is written: a bad batch raises ValueError and leaves
+the buffer as it was. A value is accepted for a field when its dtype converts to the field's
+dtype within the same kind (`np.can_cast(..., "same_kind")`: float64 -> float32 and
+int -> float are fine, float -> int and float -> bool are refused) and its shape is
+(batch, *field_shape) exactly.
+
+The modules, one idea each: `uniform` (specs, checks and the ring of arrays), `sumtree` (the
+sum and min trees), `prioritized` (proportional sampling and importance weights), `nstep`
+(n-step transitions) and `server` (the buffer as a Ray actor). Every name below is importable
+from `course_lib.replay` itself.
+"""
+
+from course_lib.replay.nstep import (
+    NStepBuffer as NStepBuffer,
+    stack_transitions as stack_transitions,
+)
+from course_lib.replay.prioritized import (
+    WEIGHT_NORMS as WEIGHT_NORMS,
+    PrioritizedReplayBuffer as PrioritizedReplayBuffer,
+)
+from course_lib.replay.server import (
+    ReplayActor as ReplayActor,
+    ReplayServer as ReplayServer,
+)
+from course_lib.replay.sumtree import (
+    SumMinTree as SumMinTree,
+)
+from course_lib.replay.uniform import (
+    ReplayBuffer as ReplayBuffer,
+    transition_spec as transition_spec,
+)
