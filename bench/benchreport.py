@@ -325,7 +325,8 @@ def _plot_rllib(plt, rllib: dict, out_dir: Path) -> list[Path]:
             axes[0].plot([p[0] for p in curve], [p[2] for p in curve], ".-", label=label)
             axes[1].plot([p[1] for p in curve], [p[2] for p in curve], ".-", label=label)
         goal = next(row["goal"] for row in rllib["summary"] if row["task"] == task)
-        for ax, xlabel in zip(axes, ("training seconds (evaluation excluded)", "env steps"), strict=True):
+        for ax, xlabel in zip(axes, ("training seconds (evaluation excluded)", "env steps"),
+                              strict=True):
             ax.axhline(goal, color="grey", linestyle="--", linewidth=1)
             ax.set(xlabel=xlabel, ylabel="evaluation return", title=task)
             ax.grid(alpha=0.3)

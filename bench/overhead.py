@@ -63,8 +63,7 @@ from course_lib.dqn import (
 )
 from course_lib.envs import evaluate_policy, make_env
 from course_lib.replay import NStepBuffer, stack_transitions
-from course_lib.sac import SACConfig, SACTrainer
-from course_lib.sac import make_learner as make_sac_learner
+from course_lib.sac import SACConfig, SACTrainer, make_learner as make_sac_learner
 
 TARGET = 0.8                     # distributed learner / bare learner, at least
 EXPLORERS = (1, 2, 4)
