@@ -82,8 +82,9 @@ def test_version_pins_match_pyproject():
         assert version == pins[name], name
 
 
-# Only on the laptop: the notebooks' JupyterLab, kernel and widgets, and notebook 04's cpprb.
-NOTEBOOK_ONLY = {"jupyterlab", "ipykernel", "ipython", "ipywidgets", "cpprb"}
+# Only on the laptop: the notebooks' JupyterLab, kernel and widgets, notebook 04's cpprb, and
+# pygame, which draws the animations of trained agents (`evaluate --render`), not training.
+NOTEBOOK_ONLY = {"jupyterlab", "ipykernel", "ipython", "ipywidgets", "cpprb", "pygame"}
 
 
 def test_nodes_install_what_training_needs_and_nothing_else():
