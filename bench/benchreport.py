@@ -223,7 +223,29 @@ def section_overhead(r: dict) -> str:
         e = d["evaluation_at_goal"]
         parts.append(f"One evaluation at the goal (CartPole, 500-step episodes, one core): "
                      f"10 episodes {e['10_episodes_s']:.2f} s, 10 + 20 {e['30_episodes_s']:.2f} s.")
+    if {"apex_learner", "explorer_step_costs", "evaluation_at_goal"} <= d.keys():
+        parts.append(_reading(r["apex"]["learner"], d))
     return "\n\n".join(parts)
+
+
+def _reading(learner: dict, d: dict) -> str:
+    """What the diagnostics say about a missed Ape-X target, from the numbers themselves."""
+    bare, alone = learner["bare_updates_s"], d["apex_learner_explorers_paused"]["updates_s"]
+    steps = d["explorer_step_costs"]
+    priority_share = steps["priorities_us"] / sum(steps.values())
+    saturated = d["apex_learner"]["saturated"]
+    verb = "is" if saturated >= 0.9 else "is not"
+    return (f"**Reading.** The Ape-X learner {verb} the bottleneck (it had work in "
+            f"{saturated:.0%} of iterations). "
+            f"Inside the system it runs at {learner['ratio']:.0%} of a bare update loop; with the "
+            f"explorers paused at {alone / bare:.0%}, so about {1 - alone / bare:.0%} of its rate "
+            "goes to the pipeline around the update (Ray calls to the replay actor, publishing "
+            "weights and snapshots, sharing 2 cores with the replay actor, driver and evaluator) "
+            "and the explorers' share of the cores takes the rest. Initial priorities are "
+            f"{priority_share:.0%} of an explorer step and the evaluation at the goal takes "
+            f"{d['evaluation_at_goal']['30_episodes_s']:.2f} s: neither explains a missed time "
+            "target. On 2 cores a learner fed over Ray pays more than the parallel explorers gain "
+            "on CartPole, whose env step is cheap.")
 
 
 def section_soak(r: dict) -> str:

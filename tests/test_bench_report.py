@@ -287,3 +287,19 @@ def test_report_compares_ours_with_sb3_and_draws_the_overhead_and_soak(tmp_path)
     for figure in ("overhead", "soak"):
         assert (tmp_path / "figures" / f"{figure}.png").stat().st_size > 1_000
         assert f"![{figure}](figures/{figure}.png)" in text
+
+
+def test_overhead_reading_is_computed_from_the_diagnostics(tmp_path):
+    results = {"overhead": {**SB3_RESULTS["overhead"], "diagnostics": {
+        "apex_learner": {"updates_s": 210.0, "owed_updates_s": 215.0, "saturated": 1.0,
+                         "explorers": 4},
+        "apex_learner_explorers_paused": {"updates_s": 150.0, "owed_updates_s": 0.0,
+                                          "saturated": 1.0},
+        "explorer_step_costs": {"env_and_action_us": 90.0, "priorities_us": 10.0},
+        "evaluation_at_goal": {"10_episodes_s": 0.1, "30_episodes_s": 0.25, "mean_return": 500.0}}}}
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md", info=INFO)
+    # 150 of 300 bare updates/s with the explorers paused: half goes to the pipeline
+    assert "The Ape-X learner is the bottleneck (it had work in 100% of iterations)" in text
+    assert "explorers paused at 50%, so about 50% of its rate" in text
+    assert "Initial priorities are 10% of an explorer step" in text
+    assert "takes 0.25 s" in text
