@@ -235,17 +235,44 @@ def _reading(learner: dict, d: dict) -> str:
     priority_share = steps["priorities_us"] / sum(steps.values())
     saturated = d["apex_learner"]["saturated"]
     verb = "is" if saturated >= 0.9 else "is not"
-    return (f"**Reading.** The Ape-X learner {verb} the bottleneck (it had work in "
+    text = (f"**Reading.** The Ape-X learner {verb} the bottleneck (it had work in "
             f"{saturated:.0%} of iterations). "
             f"Inside the system it runs at {learner['ratio']:.0%} of a bare update loop; with the "
-            f"explorers paused at {alone / bare:.0%}, so about {1 - alone / bare:.0%} of its rate "
-            "goes to the pipeline around the update (Ray calls to the replay actor, publishing "
-            "weights and snapshots, sharing 2 cores with the replay actor, driver and evaluator) "
-            "and the explorers' share of the cores takes the rest. Initial priorities are "
-            f"{priority_share:.0%} of an explorer step and the evaluation at the goal takes "
-            f"{d['evaluation_at_goal']['30_episodes_s']:.2f} s: neither explains a missed time "
-            "target. On 2 cores a learner fed over Ray pays more than the parallel explorers gain "
-            "on CartPole, whose env step is cheap.")
+            f"explorers paused at {alone / bare:.0%}")
+    profile, beside = d.get("apex_learner_profile", {}), d.get(
+        "bare_learner_beside_explorer_updates_s")
+    sched, spy = profile.get("scheduler"), profile.get("py_spy")
+    if isinstance(sched, dict) and isinstance(spy, dict) and beside and "one_update_ms" in profile:
+        update = spy.get("update (torch)", 0.0)
+        ray_share = sum(v for k, v in spy.items() if "sample" in k or "Ray" in k
+                        or "publish" in k)
+        one = profile["one_update_ms"]
+        predicted = sched["on_a_core"] * update / one["cpu"] * 1e3
+        text += (
+            f". Where the rest goes, measured in a run with {profile['explorers']} explorers "
+            f"(`bench/learner_profile.py`, {profile['updates_s']:,.0f} updates/s under the "
+            f"profiler): the learner's main thread ran on a core {sched['on_a_core']:.0%} of "
+            f"the time, waited for a core {sched['waiting_for_a_core']:.0%} (the explorers, the "
+            f"replay actor and Ray's own processes had both) and slept {sched['sleeping']:.0%} "
+            f"(waiting for samples). Of its samples, {update:.0%} were in the update and "
+            f"{ray_share:.0%} in Ray calls (sample requests, fetching samples, priorities, "
+            f"weights). And one update costs more CPU inside the system: {one['cpu']:.2f} ms of "
+            f"CPU ({one['wall']:.2f} ms on the clock) against {1e3 / bare:.2f} ms in the bare "
+            f"loop, and {1e3 / beside:.2f} ms in the bare loop beside one explorer's work in "
+            f"another process (fresh batches from the replay instead of one batch, and the "
+            f"learner's caches shared with the explorers, the replay actor and its own Ray "
+            f"threads). Together: {sched['on_a_core']:.2f} x {update:.2f} / {one['cpu']:.2f} ms "
+            f"= {predicted:,.0f} updates/s, against {profile['updates_s']:,.0f} measured. ")
+    else:
+        text += (f", so about {1 - alone / bare:.0%} of its rate goes to the pipeline around "
+                 "the update (Ray calls to the replay actor, publishing weights and snapshots, "
+                 "sharing 2 cores with the replay actor, driver and evaluator) and the "
+                 "explorers' share of the cores takes the rest. ")
+    return text + (
+        f"Initial priorities are {priority_share:.0%} of an explorer step and the evaluation "
+        f"at the goal takes {d['evaluation_at_goal']['30_episodes_s']:.2f} s: neither explains "
+        "a missed time target. On 2 cores a learner fed over Ray pays more than the parallel "
+        "explorers gain on CartPole, whose env step is cheap.")
 
 
 def section_soak(r: dict) -> str:
@@ -294,7 +321,7 @@ def render(results: dict[str, dict], info: dict, quick: bool, figures: list[str]
              f"{'QUICK SMOKE RUN: budgets too small to measure anything. ' if quick else ''}"
              f"Written by `make bench` (bench/run_all.py) on {info['date']}.", "",
              f"**Machine**: {info['cpus']} CPUs ({info['cpu']}), {info['memory_gb']} GB, "
-             f"{info['os']}; 1/5/15-minute load average at the end: "
+             f"{info['os']}; 1/5/15-minute load average at the end of the run: "
              f"{' / '.join(str(x) for x in info['load_average'])}.", "",
              "**Versions**: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".", "",
              "Medians over seeds; ratios are course_lib / reference (time), lower is better.",

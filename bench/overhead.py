@@ -32,7 +32,9 @@ of 2 cores, against n bare loops sharing the same 2 cores.
 whether the learner was the bottleneck, the learner's rate with the explorers paused (the
 cost of Ray alone, without the explorers' share of the cores), what one explorer step costs
 piece by piece (env + action, n-step window, initial priorities), and what one evaluation
-at the goal costs (10 and 10 + 20 CartPole episodes of 500 steps).
+at the goal costs (10 and 10 + 20 CartPole episodes of 500 steps), and where the learner's
+time goes (`bench/learner_profile.py`: the scheduler's and py-spy's split of its main thread
+in a 4-explorer run, and the bare update loop while another process does an explorer's work).
 
 Target: each distributed learner at >= 80% of its bare loop's rate.
 JSON: {"apex": {"learner": {bare_updates_s, distributed_updates_s, ratio},
@@ -51,6 +53,7 @@ import numpy as np
 import ray
 import torch
 from benchlib import private_ray_tmp, write_json
+from learner_profile import bare_learner_beside_explorer, profile_learner
 
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
@@ -67,8 +70,10 @@ from course_lib.sac import SACConfig, SACTrainer, make_learner as make_sac_learn
 
 TARGET = 0.8                     # distributed learner / bare learner, at least
 EXPLORERS = (1, 2, 4)
-FULL = {"bare_s": 5.0, "apex_s": 45.0, "explorers_s": 20.0, "sac_s": 40.0, "alone_s": 20.0}
-QUICK = {"bare_s": 1.5, "apex_s": 15.0, "explorers_s": 8.0, "sac_s": 15.0, "alone_s": 8.0}
+FULL = {"bare_s": 5.0, "apex_s": 45.0, "explorers_s": 20.0, "sac_s": 40.0, "alone_s": 20.0,
+        "profile_s": 20.0}
+QUICK = {"bare_s": 1.5, "apex_s": 15.0, "explorers_s": 8.0, "sac_s": 15.0, "alone_s": 8.0,
+         "profile_s": 6.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,8 +265,13 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
     bare_explorers = {n: bare_explorers_rate(n, times["bare_s"]) for n in EXPLORERS}
     log("bare explorers: " + ", ".join(f"{n}: {r:,.0f} env steps/s"
                                        for n, r in bare_explorers.items()))
+    beside = bare_learner_beside_explorer(
+        times["bare_s"], random_batch(np.random.default_rng(0), ApexConfig().batch_size, 4, 2,
+                                      True))
+    log(f"bare Ape-X learner, an explorer's work in another process: {beside:,.0f} updates/s")
     diagnostics = {"explorer_step_costs": explorer_step_costs(1_000 if quick else 5_000),
-                   "evaluation_at_goal": evaluation_cost(1 if quick else 3)}
+                   "evaluation_at_goal": evaluation_cost(1 if quick else 3),
+                   "bare_learner_beside_explorer_updates_s": round(beside, 1)}
     # -- the same work inside the running systems ------------------------------------------
     apex_cfg = ApexConfig().updated({"target_return": None, "max_env_steps": None,
                                      "max_time_s": None})
@@ -285,6 +295,8 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
                 explorers[n] = steady_rate(run_for(ApexTrainer, cfg, times["explorers_s"]),
                                            "env_steps")
                 log(f"{n} explorer(s), learner idle: {explorers[n]:,.0f} env steps/s")
+            profile = profile_learner(apex_cfg, warmup_s=10.0, seconds=times["profile_s"])
+            log(f"Ape-X learner profiled: {profile}")
             sac = learner_window(run_for(SACTrainer, sac_cfg, times["sac_s"]),
                                  sac_cfg.learner_chunk)
             log(f"SAC learner, {sac_cfg.num_workers} workers: {sac['updates_s']:,.0f} "
@@ -293,7 +305,7 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
         finally:
             ray.shutdown()
     diagnostics |= {"apex_learner": {**apex, "explorers": apex_cfg.num_workers},
-                    "apex_learner_explorers_paused": alone,
+                    "apex_learner_explorers_paused": alone, "apex_learner_profile": profile,
                     "sac_learner": {**sac, "workers": sac_cfg.num_workers},
                     "windows_s": times}
     result = {

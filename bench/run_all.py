@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchreport, when imported
-from benchreport import write_report  # noqa: E402
+from benchreport import machine, write_report  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -86,7 +86,8 @@ def run_benchmark(name: str, quick: bool, results_dir: Path, log=print) -> dict:
         log(f"!! {name} failed (exit {proc.returncode}):\n{tail}")
         return {"error": f"exit code {proc.returncode}: {tail}", "wall_s": seconds}
     result = json.loads(out.read_text())
-    result["wall_s"] = seconds
+    result["wall_s"] = seconds          # kept in the JSON, for a later --report-only
+    out.write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -110,7 +111,16 @@ def main(argv=None) -> int:
                              **({} if args.report_only else {"earlier_run": True})}
         elif name in args.only:
             results[name] = {"missing": f"no {path.relative_to(ROOT)}"}
-    write_report(results, args.quick, args.out)
+    # the machine as it was at the end of the last run (its load average, its date), kept so
+    # that --report-only does not put the load of the moment it is typed in the header
+    machine_path = results_dir / "machine.json"
+    if args.report_only and machine_path.exists():
+        info = json.loads(machine_path.read_text())
+    else:
+        info = machine()
+        if not args.report_only:
+            machine_path.write_text(json.dumps(info, indent=2) + "\n")
+    write_report(results, args.quick, args.out, info)
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
     return 0 if all("error" not in r for r in results.values()) else 1
 

@@ -54,7 +54,7 @@ class DistributedConfig(TrainerConfig):
     """The settings of every distributed trainer (workers, learner, driver, resources)."""
 
     num_workers: int = 2              # worker actors (Ape-X: explorers)
-    sample_batches: int = 4           # batches fetched per replay sample request
+    sample_batches: int = 8           # batches fetched per replay sample request
     prefetch: int = 2                 # sample requests the learner keeps in flight
     send_every: int = 50              # transitions per batch a worker sends to the replay
     pull_every: int = 400             # worker env steps between weight pulls

@@ -303,3 +303,72 @@ def test_overhead_reading_is_computed_from_the_diagnostics(tmp_path):
     assert "explorers paused at 50%, so about 50% of its rate" in text
     assert "Initial priorities are 10% of an explorer step" in text
     assert "takes 0.25 s" in text
+
+
+def test_overhead_reading_splits_the_learner_time_when_profiled(tmp_path):
+    diagnostics = {
+        "apex_learner": {"updates_s": 210.0, "owed_updates_s": 215.0, "saturated": 1.0,
+                         "explorers": 4},
+        "apex_learner_explorers_paused": {"updates_s": 150.0, "owed_updates_s": 0.0,
+                                          "saturated": 1.0},
+        "explorer_step_costs": {"env_and_action_us": 90.0, "priorities_us": 10.0},
+        "evaluation_at_goal": {"10_episodes_s": 0.1, "30_episodes_s": 0.25, "mean_return": 500.0},
+        "bare_learner_beside_explorer_updates_s": 200.0,
+        "apex_learner_profile": {
+            "explorers": 4, "updates_s": 120.0, "one_update_ms": {"wall": 6.5, "cpu": 5.0},
+            "scheduler": {"on_a_core": 0.75, "waiting_for_a_core": 0.2, "sleeping": 0.05},
+            "py_spy": {"update (torch)": 0.8, "Ray calls: sample, priorities": 0.1,
+                       "getting a sample": 0.05, "numpy: split the fetched batches": 0.05}}}
+    results = {"overhead": {**SB3_RESULTS["overhead"], "diagnostics": diagnostics}}
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md", info=INFO)
+    assert "ran on a core 75% of the time, waited for a core 20%" in text
+    assert "80% were in the update and 15% in Ray calls" in text
+    # bare: 300 updates/s (3.33 ms), beside an explorer 200 (5.00 ms)
+    assert "5.00 ms of CPU (6.50 ms on the clock) against 3.33 ms in the bare loop, and 5.00 ms" \
+        in text
+    assert "0.75 x 0.80 / 5.00 ms = 120 updates/s, against 120 measured" in text
+    # without py-spy's split the reading falls back to the coarse one, and says no more
+    diagnostics["apex_learner_profile"]["py_spy"] = "not measured: py-spy is not installed"
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md", info=INFO)
+    assert "so about 50% of its rate goes to the pipeline" in text and "Together" not in text
+
+
+def test_report_only_keeps_the_machine_of_the_run(tmp_path, monkeypatch):
+    """--report-only rewrites RESULTS.md from the JSON, with the date and load average that
+    the run itself recorded, not those of the moment the report is rewritten."""
+    import json
+    (tmp_path / "results").mkdir()
+    run = {**INFO, "load_average": [1.25, 2.5, 3.75], "date": "2026-02-03 04:05"}
+    (tmp_path / "results" / "machine.json").write_text(json.dumps(run))
+    (tmp_path / "results" / "replay.json").write_text(json.dumps(
+        {**RESULTS["replay"], "wall_s": 31.0}))
+    monkeypatch.setattr(run_all, "BENCH", tmp_path)
+    monkeypatch.setattr(run_all, "ROOT", tmp_path)
+    assert run_all.main(["--report-only", "--out", str(tmp_path / "R.md")]) == 0
+    text = (tmp_path / "R.md").read_text()
+    assert "on 2026-02-03 04:05" in text
+    assert "load average at the end of the run: 1.25 / 2.5 / 3.75" in text
+    assert "wall time 31 s" in text
+
+
+def test_learner_profile_splits_the_main_thread_and_the_cores():
+    profile = _bench_module("learner_profile")
+    main = "thread (0x1);<module> (default_worker.py:1);Worker.main_loop (ray/worker.py:9);"
+    raw = "\n".join([
+        main + "LearnerActor.train (roles.py:205);DQNLearner.update (dqn/learner.py:241) 80",
+        main + "LearnerActor.train (roles.py:203);LearnerActor.next_batch (roles.py:190);"
+               "ActorMethod.remote (ray/actor.py:12) 10",
+        main + "LearnerActor.train (roles.py:203);LearnerActor.next_batch (roles.py:192);"
+               "wait (ray/worker.py:30) 5",
+        main + "Worker.main_loop (ray/worker.py:99) 5",             # between two tasks
+        "thread (0x2);Thread.run (threading.py:1);Event.wait (threading.py:2) 100",  # not main
+    ])
+    assert profile.main_thread_split(raw) == {
+        "update (torch)": 0.8, "Ray calls: sample, priorities": 0.1,
+        "waiting for a sample": 0.05, "between tasks (idle)": 0.05}
+    assert profile.main_thread_split("") == {}
+    before = {1: ("ray::Learner.train", 10.0), 2: ("ray::Explorer", 4.0), 3: ("raylet", 1.0)}
+    after = {1: ("ray::Learner.train", 18.0), 2: ("ray::Explorer", 8.0), 3: ("raylet", 1.5),
+             4: ("ray::Explorer", 2.0)}                           # started in the window
+    assert profile.cores_by_role(before, after, wall=10.0) == {
+        "learner": 0.8, "explorers": 0.6, "Ray: raylet, GCS, dashboard, agents": 0.05}

@@ -1,0 +1,295 @@
+"""Where the Ape-X learner actor's time goes, measured inside a running system.
+
+    python bench/learner_profile.py [--seconds 20] [--explorers 4] [--pin]   # prints the split
+
+Used by `bench/overhead.py` to explain its learner ratio. Two measurements of the learner's
+main thread (the one that runs `train`) over one window, without touching course_lib:
+
+- **the scheduler's view** (`/proc/<pid>/task/<tid>/schedstat`, Linux): the share of the
+  window it ran on a core, waited for a core (runnable, another process had it), or slept
+  (blocked: waiting for Ray, e.g. for a sample from the replay actor);
+- **the update's own clock**: `DQNLearner.update` wrapped inside the actor, its wall time and
+  the thread's CPU time per call (against a bare loop's, this says whether an update is slower
+  in the system because it waits for a core or because it runs slower on one);
+- **py-spy's view** (`py-spy record --idle`, which comes with `ray[default]`): the share of
+  its stack samples in `DQNLearner.update`, in Ray calls (submitting, waiting for and
+  deserialising samples, sending priorities, publishing), in numpy batch handling, and
+  between tasks;
+
+and, for the whole machine over the same window, the cores each role used (`/proc/*/stat`):
+learner, explorers, replay actor, evaluator, driver, Ray's own processes.
+
+And one reference without Ray: the bare update loop while a second plain process does an
+explorer's work flat out, i.e. the learner's rate when the other core is busy. On a 2-core
+machine that is the most any learner can get while the explorers run, Ray or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import ray
+import torch
+
+from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.dqn import DuelingQNet, epsilon_greedy, make_learner
+from course_lib.envs import make_env
+
+#: py-spy stack -> category, the first rule whose words all occur in the stack wins
+CATEGORIES = (("update (torch)", ("DQNLearner.update",)),
+              ("update (torch)", ("timed (",)),            # time_updates' wrapper around it
+              ("waiting for a sample", ("next_batch", "wait (")),
+              ("getting a sample", ("next_batch", "get_result")),
+              ("Ray calls: sample, priorities", (".remote (",)),
+              ("numpy: split the fetched batches", ("next_batch",)),
+              ("numpy: stack the priorities", ("after_update",)),
+              ("publishing weights", ("publish",)),
+              ("snapshot for the evaluator", ("snapshot",)),
+              ("train: the rest", ("LearnerActor.train",)))
+
+
+def categorise(stack: str) -> str:
+    for name, words in CATEGORIES:
+        if all(w in stack for w in words):
+            return name
+    return "between tasks (idle)"
+
+
+def main_thread_split(raw: str) -> dict[str, float]:
+    """Share of the actor's main thread's samples per category, from py-spy's `--threads
+    --format raw` output (one "stack count" line per distinct stack, thread first)."""
+    counts: collections.Counter = collections.Counter()
+    for line in raw.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if "main_loop" in stack and n.isdigit():     # the thread Ray runs actor calls on
+            counts[categorise(stack)] += int(n)
+    total = sum(counts.values())
+    return {k: round(v / total, 3) for k, v in counts.most_common()} if total else {}
+
+
+def schedstat(pid: int) -> tuple[float, float]:
+    """(seconds on a core, seconds waiting for a core) of process `pid`'s main thread."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+        on_cpu, waiting, _ = (int(x) for x in f.read().split())
+    return on_cpu / 1e9, waiting / 1e9
+
+
+#: process command line -> role, the first match wins
+ROLES = (("ray::Learner", "learner"), ("ray::Explorer", "explorers"),
+         ("ray::ReplayServer", "replay actor"), ("ray::Evaluator", "evaluator"),
+         ("ray::ParameterServer", "parameter server"), ("py-spy", "py-spy (this profile)"),
+         ("ray::IDLE", "Ray: idle workers"), ("raylet", "Ray: raylet, GCS, dashboard, agents"),
+         ("gcs_server", "Ray: raylet, GCS, dashboard, agents"),
+         ("ray", "Ray: raylet, GCS, dashboard, agents"))
+
+
+def cpu_seconds() -> dict[int, tuple[str, float]]:
+    """{pid: (command line, CPU seconds so far)} of every process (Linux /proc)."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:                            # gone meanwhile
+            continue
+        out[int(entry)] = (cmd, (int(fields[11]) + int(fields[12])) / tick)  # utime + stime
+    return out
+
+
+def cores_by_role(before: dict, after: dict, wall: float) -> dict[str, float]:
+    """Cores used per role between two `cpu_seconds()` readings `wall` seconds apart (this
+    process: the driver)."""
+    used: collections.Counter = collections.Counter()
+    for pid, (cmd, cpu) in after.items():
+        if pid == os.getpid():
+            role = "driver"
+        else:
+            role = next((r for word, r in ROLES if word in cmd), "everything else")
+        used[role] += (cpu - before.get(pid, (cmd, 0.0))[1]) / wall
+    return {k: round(v, 2) for k, v in used.most_common() if v >= 0.005}
+
+
+def time_updates(actor) -> None:
+    """Run inside the learner actor (`__ray_call__`): wrap its learner's `update` so that each
+    call's wall time and this thread's CPU time during it are summed in `actor.update_times`."""
+    inner = actor.learner.update
+    actor.update_times = {"calls": 0, "wall_s": 0.0, "cpu_s": 0.0}
+
+    def timed(batch):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        info = inner(batch)
+        t = actor.update_times
+        t["calls"] += 1
+        t["wall_s"] += time.perf_counter() - wall
+        t["cpu_s"] += time.thread_time() - cpu
+        return info
+
+    actor.learner.update = timed
+
+
+def update_times(actor) -> dict:
+    """The sums `time_updates` has collected so far (run inside the actor)."""
+    return dict(actor.update_times)
+
+
+def pin_to(cpus: set[int]):
+    """A function for `__ray_call__`: pins every thread of the actor's process to `cpus`."""
+    def pin(actor) -> None:
+        for tid in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(tid), cpus)
+    return pin
+
+
+def pin_learner(trainer: ApexTrainer) -> None:
+    """The experiment of `--pin` (Linux): the learner alone on the last CPU, every other actor
+    of the run on the others (Ray's own processes and the driver stay where they are)."""
+    last = os.cpu_count() - 1
+    ray.get(trainer.learner.__ray_call__.remote(pin_to({last})))
+    ray.get([a.__ray_call__.remote(pin_to(set(range(last))))
+             for a in [*trainer.workers, trainer.replay, trainer.evaluator, trainer.params]])
+
+
+def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool = True,
+                    pin: bool = False) -> dict:
+    """Run Ape-X with `cfg` (Ray already started); after `warmup_s`, profile its learner for
+    `seconds`. Returns the scheduler's and py-spy's split of the learner's main thread, and
+    the cores each role used. `spy=False`: no py-spy (it takes some CPU itself); `pin`: see
+    `pin_learner`."""
+    if __name__ != "__main__":    # bench/ is not importable in the actors: send the code
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    trainer = ApexTrainer(cfg)
+    if pin:
+        pin_learner(trainer)
+    pid = ray.get(trainer.learner.__ray_call__.remote(lambda self: os.getpid()))
+    out: dict = {"explorers": cfg.num_workers}
+    # beside this Python first: a venv's scripts are not on the PATH unless it is activated
+    spy = spy and shutil.which("py-spy", path=os.pathsep.join([os.path.dirname(sys.executable),
+                                                              os.environ.get("PATH", "")]))
+    raw = tempfile.NamedTemporaryFile(suffix=".txt", delete=False).name
+    try:
+        start = time.perf_counter()
+        while time.perf_counter() - start < warmup_s:
+            trainer.step()
+        spying = spy and subprocess.Popen(
+            [spy, "record", "--idle", "--threads", "--nonblocking", "--format", "raw",
+             "--rate", "50", "--duration", str(int(seconds)), "--pid", str(pid), "--output", raw],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            cpu0, wait0 = schedstat(pid)
+            processes = cpu_seconds()
+        except OSError:                            # not Linux
+            cpu0 = wait0 = None
+        ray.get(trainer.learner.__ray_call__.remote(time_updates))
+        t0, updates0 = time.perf_counter(), trainer.counters["learner_updates"]
+        while time.perf_counter() - t0 < seconds:
+            trainer.step()
+        wall = time.perf_counter() - t0
+        out["updates_s"] = round((trainer.counters["learner_updates"] - updates0) / wall, 1)
+        timed = ray.get(trainer.learner.__ray_call__.remote(update_times))
+        if timed["calls"]:
+            out["one_update_ms"] = {"wall": round(timed["wall_s"] / timed["calls"] * 1e3, 3),
+                                    "cpu": round(timed["cpu_s"] / timed["calls"] * 1e3, 3)}
+        if cpu0 is not None:
+            cpu1, wait1 = schedstat(pid)
+            on, waiting = (cpu1 - cpu0) / wall, (wait1 - wait0) / wall
+            out["scheduler"] = {"on_a_core": round(on, 3), "waiting_for_a_core": round(waiting, 3),
+                                "sleeping": round(max(0.0, 1 - on - waiting), 3)}
+            out["cores_by_role"] = cores_by_role(processes, cpu_seconds(), wall)
+        if not spying:
+            out["py_spy"] = "not measured: py-spy is not installed, or not asked for"
+        else:
+            _, err = spying.communicate(timeout=seconds + 30)
+            split = main_thread_split(open(raw).read()) if spying.returncode == 0 else {}
+            out["py_spy"] = split or f"not measured: {(err or 'no samples').strip()[-200:]}"
+    finally:
+        trainer.close()
+        os.unlink(raw)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Without Ray: the bare update loop with the other core busy
+# ---------------------------------------------------------------------------------------------
+
+def explorer_work(stop) -> None:
+    """An explorer's work, flat out, until `stop` is set: CartPole steps, a greedy forward pass
+    each."""
+    torch.set_num_threads(1)
+    env, rng = make_env("CartPole-v1"), np.random.default_rng(0)
+    net = DuelingQNet(4, 2, tuple(ApexConfig().hidden))
+    obs, _ = env.reset(seed=0)
+    while not stop.is_set():
+        obs, _, terminated, truncated, _ = env.step(epsilon_greedy(net, obs, 0.0, rng, 2))
+        if terminated or truncated:
+            obs, _ = env.reset()
+
+
+def bare_learner_beside_explorer(seconds: float, batch: dict) -> float:
+    """Updates/s of the CLI-default DQN learner on `batch`, looped in this process, while
+    another process plays as an explorer."""
+    torch.set_num_threads(1)
+    cfg = ApexConfig()
+    learner = make_learner(cfg, 4, 2, "cpu")
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    other = ctx.Process(target=explorer_work, args=(stop,))
+    other.start()
+    try:
+        time.sleep(1.0)                           # the other process is up and playing
+        learner.update(batch)
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            learner.update(batch)
+            n += 1
+        return n / (time.perf_counter() - start)
+    finally:
+        stop.set()
+        other.join()
+
+
+def main() -> None:
+    from benchlib import private_ray_tmp
+
+    from course_lib import init_ray
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="the profiled window")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds before it")
+    parser.add_argument("--explorers", type=int, default=4, help="explorer actors")
+    parser.add_argument("--pin", action="store_true",
+                        help="the learner alone on the last CPU, the other actors on the rest")
+    parser.add_argument("--no-py-spy", action="store_true", help="without py-spy's view")
+    args = parser.parse_args()
+    cfg = ApexConfig().updated({"target_return": None, "max_env_steps": None,
+                                "max_time_s": None, "num_workers": args.explorers})
+    with private_ray_tmp():
+        try:
+            init_ray(num_cpus=os.cpu_count())
+            out = profile_learner(cfg, args.warmup, args.seconds, spy=not args.no_py_spy,
+                                  pin=args.pin)
+        finally:
+            ray.shutdown()
+    print(f"learner: {out['updates_s']:,.0f} updates/s with {args.explorers} explorers")
+    if "one_update_ms" in out:
+        print(f"one update: {out['one_update_ms']['wall']:.2f} ms wall, "
+              f"{out['one_update_ms']['cpu']:.2f} ms CPU")
+    for view in ("scheduler", "py_spy", "cores_by_role"):
+        split = out.get(view)
+        print(f"{view}: " + (", ".join(f"{k} {v:.0%}" for k, v in split.items())
+                             if isinstance(split, dict) else str(split)))
+
+
+if __name__ == "__main__":
+    main()
