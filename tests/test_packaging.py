@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # The repository's own modules (imported by name from their folders), and optional imports
 # guarded by `except ImportError` (render.write_gif prefers imageio, falls back to Pillow).
-LOCAL = {"course_lib", "scripts", "benchlib", "benchreport", "browser_support", "helper",
-         "conftest"}
+# this repository's own modules: the package, and the scripts that import each other by name
+LOCAL = {"course_lib", "scripts", "browser_support", "helper", "conftest"} | {
+    path.stem for folder in ("bench", "scripts", "tests") for path in (ROOT / folder).glob("*.py")}
 OPTIONAL = {"imageio"}
 
 
