@@ -88,4 +88,8 @@ def show_diagram(name: str):
     if not path.is_file():
         known = sorted(p.stem for p in folder.glob("*.svg"))
         raise FileNotFoundError(f"no diagram slides/diagrams/{name}.svg; known: {known}")
-    return SVG(filename=str(path))
+    svg = SVG(filename=str(path))
+    # the file's text as written: IPython re-writes an SVG through minidom, whose escaping of
+    # quotes changed in Python 3.13, so the same file would display differently on 3.11 and 3.13
+    svg._data = path.read_text(encoding="utf-8").strip()
+    return svg
