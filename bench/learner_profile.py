@@ -19,16 +19,14 @@ main thread (the one that runs `train`) over one window, without touching course
 and, for the whole machine over the same window, the cores each role used (`/proc/*/stat`):
 learner, explorers, replay actor, evaluator, driver, Ray's own processes.
 
-And one reference without Ray: the bare update loop while a second plain process does an
-explorer's work flat out, i.e. the learner's rate when the other core is busy. On a 2-core
-machine that is the most any learner can get while the explorers run, Ray or not.
+Its reference without Ray, the bare update loop while another process does an explorer's work,
+is `overhead.bare_learner_beside_explorer`.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import multiprocessing
 import os
 import shutil
 import subprocess
@@ -36,13 +34,9 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 import ray
-import torch
 
 from course_lib.apex import ApexConfig, ApexTrainer
-from course_lib.dqn import DuelingQNet, epsilon_greedy, make_learner
-from course_lib.envs import make_env
 
 #: py-spy stack -> category, the first rule whose words all occur in the stack wins
 CATEGORIES = (("update (torch)", ("DQNLearner.update",)),
@@ -218,46 +212,6 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
         trainer.close()
         os.unlink(raw)
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Without Ray: the bare update loop with the other core busy
-# ---------------------------------------------------------------------------------------------
-
-def explorer_work(stop) -> None:
-    """An explorer's work, flat out, until `stop` is set: CartPole steps, a greedy forward pass
-    each."""
-    torch.set_num_threads(1)
-    env, rng = make_env("CartPole-v1"), np.random.default_rng(0)
-    net = DuelingQNet(4, 2, tuple(ApexConfig().hidden))
-    obs, _ = env.reset(seed=0)
-    while not stop.is_set():
-        obs, _, terminated, truncated, _ = env.step(epsilon_greedy(net, obs, 0.0, rng, 2))
-        if terminated or truncated:
-            obs, _ = env.reset()
-
-
-def bare_learner_beside_explorer(seconds: float, batch: dict) -> float:
-    """Updates/s of the CLI-default DQN learner on `batch`, looped in this process, while
-    another process plays as an explorer."""
-    torch.set_num_threads(1)
-    cfg = ApexConfig()
-    learner = make_learner(cfg, 4, 2, "cpu")
-    ctx = multiprocessing.get_context("spawn")
-    stop = ctx.Event()
-    other = ctx.Process(target=explorer_work, args=(stop,))
-    other.start()
-    try:
-        time.sleep(1.0)                           # the other process is up and playing
-        learner.update(batch)
-        n, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            learner.update(batch)
-            n += 1
-        return n / (time.perf_counter() - start)
-    finally:
-        stop.set()
-        other.join()
 
 
 def main() -> None:

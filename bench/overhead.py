@@ -53,7 +53,7 @@ import numpy as np
 import ray
 import torch
 from benchlib import private_ray_tmp, write_json
-from learner_profile import bare_learner_beside_explorer, profile_learner
+from learner_profile import profile_learner
 
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
@@ -151,6 +151,21 @@ def bare_explorers_rate(n: int, seconds: float) -> float:
     for p in procs:
         p.join()
     return total / seconds
+
+
+def bare_learner_beside_explorer(seconds: float) -> float:
+    """Updates/s of the bare Ape-X learner loop while another plain process plays as explorer 0
+    (`bare_explorer`): the learner's rate with the other core busy, Ray or not."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, steps = ctx.Barrier(2), ctx.Queue()
+    other = ctx.Process(target=bare_explorer, args=(0, 1, seconds + 2.0, barrier, steps))
+    other.start()
+    barrier.wait()                                # the explorer is up and playing from here
+    try:
+        return bare_learner_rate("apex", seconds)
+    finally:
+        steps.get()
+        other.join()
 
 
 def explorer_step_costs(steps: int) -> dict[str, float]:
@@ -265,9 +280,7 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
     bare_explorers = {n: bare_explorers_rate(n, times["bare_s"]) for n in EXPLORERS}
     log("bare explorers: " + ", ".join(f"{n}: {r:,.0f} env steps/s"
                                        for n, r in bare_explorers.items()))
-    beside = bare_learner_beside_explorer(
-        times["bare_s"], random_batch(np.random.default_rng(0), ApexConfig().batch_size, 4, 2,
-                                      True))
+    beside = bare_learner_beside_explorer(times["bare_s"])
     log(f"bare Ape-X learner, an explorer's work in another process: {beside:,.0f} updates/s")
     diagnostics = {"explorer_step_costs": explorer_step_costs(1_000 if quick else 5_000),
                    "evaluation_at_goal": evaluation_cost(1 if quick else 3),
