@@ -226,8 +226,14 @@ def main() -> None:
                         help="the learner alone on the last CPU, the other actors on the rest")
     parser.add_argument("--no-py-spy", action="store_true", help="without py-spy's view")
     args = parser.parse_args()
-    cfg = ApexConfig().updated({"target_return": None, "max_env_steps": None,
-                                "max_time_s": None, "num_workers": args.explorers})
+    if args.pin and not (hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2):
+        parser.error("--pin needs Linux and at least 2 CPUs; run without it")
+    try:
+        cfg = ApexConfig().updated({"target_return": None, "max_env_steps": None,
+                                    "max_time_s": None, "num_workers": args.explorers})
+        cfg.check()
+    except ValueError as err:
+        parser.error(str(err))
     with private_ray_tmp():
         try:
             init_ray(num_cpus=os.cpu_count())
