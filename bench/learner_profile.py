@@ -1,6 +1,6 @@
 """Where the Ape-X learner actor's time goes, measured inside a running system.
 
-    python bench/learner_profile.py [--seconds 20] [--explorers 4] [--pin]   # prints the split
+    python bench/learner_profile.py [--seconds 20] [--explorers 4] [--pin] [--config JSON]
 
 Used by `bench/overhead.py` to explain its learner ratio. Two measurements of the learner's
 main thread (the one that runs `train`) over one window, without touching course_lib:
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import shutil
 import subprocess
@@ -225,14 +226,17 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true",
                         help="the learner alone on the last CPU, the other actors on the rest")
     parser.add_argument("--no-py-spy", action="store_true", help="without py-spy's view")
+    parser.add_argument("--config", default="{}",
+                        help='ApexConfig changes as JSON, e.g. \'{"sample_batches": 4}\'')
     args = parser.parse_args()
     if args.pin and not (hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2):
         parser.error("--pin needs Linux and at least 2 CPUs; run without it")
     try:
         cfg = ApexConfig().updated({"target_return": None, "max_env_steps": None,
-                                    "max_time_s": None, "num_workers": args.explorers})
+                                    "max_time_s": None, "num_workers": args.explorers,
+                                    **json.loads(args.config)})
         cfg.check()
-    except ValueError as err:
+    except ValueError as err:                      # json.JSONDecodeError is one too
         parser.error(str(err))
     with private_ray_tmp():
         try:
