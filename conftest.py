@@ -13,6 +13,7 @@ import tempfile
 os.environ.setdefault("COURSE_QUICK", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TQDM_MININTERVAL", "1")
+os.makedirs(os.environ.get("RAY_TMPDIR", "/tmp"), exist_ok=True)   # a RAY_TMPDIR not made yet
 _RAY_TMPDIR = tempfile.mkdtemp(prefix="rt-", dir=os.environ.get("RAY_TMPDIR", "/tmp"))
 os.environ["RAY_TMPDIR"] = _RAY_TMPDIR
 
