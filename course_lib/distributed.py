@@ -46,7 +46,7 @@ from course_lib.param_server import ParameterServer, get_result
 from course_lib.ray_setup import init_ray
 from course_lib.replay.server import ReplayActor
 from course_lib.roles import Evaluator
-from course_lib.trainer import Trainer, TrainerConfig
+from course_lib.trainer import Snapshot, Trainer, TrainerConfig
 
 
 @dataclasses.dataclass
@@ -169,6 +169,7 @@ class DistributedTrainer(Trainer):
         self.resend_at = [0.0] * cfg.num_workers
         self.tasks: dict[ray.ObjectRef, tuple[str, int]] = {}   # in flight: (role, worker)
         self.updates_submitted = self.counters["learner_updates"]
+        self._learn_infos: list[dict] = []    # learner means since the last snapshot
 
     # -- handing out work ---------------------------------------------------------------
 
@@ -204,11 +205,24 @@ class DistributedTrainer(Trainer):
             self.counters["learner_updates"] = out.pop("updates")
             self._learn_infos.append(out)
         elif role == "snapshot":
-            self._evaluating = self.snapshot(out["state"], out["weights"], out["updates"])
+            self._evaluating = self._take_snapshot(out)
             self._evaluate_next()
         else:                                     # an evaluation's returns
             self._evaluating.returns += out
             self._evaluate_next()
+
+    def _take_snapshot(self, out: dict) -> Snapshot:
+        """The learner's snapshot with the counters of now, closing the training window: the
+        learner's means over the updates booked since the previous snapshot, and the
+        algorithm's columns as they stand at this moment."""
+        c, infos = self.counters, self._learn_infos
+        means = {key: float(np.mean([i[key] for i in infos])) if infos else math.nan
+                 for key in self.learner_metrics}
+        self._learn_infos = []
+        return self.snapshot(out["state"], out["weights"], out["updates"], **means,
+                             **self.row_extras(),
+                             replay_size=min(self.stored_now, self.cfg.buffer_size),
+                             worker_restarts=c["worker_restarts"])
 
     def _evaluate_next(self) -> None:
         """Send the snapshot's next evaluation, or mark it scored."""
@@ -241,16 +255,15 @@ class DistributedTrainer(Trainer):
         if out["replay_inserted"] is not None:    # counted where the transitions landed
             c["inserted"] = max(c["inserted"], self._inserted_at_start + out["replay_inserted"])
         c["episodes"] += len(out["episode_returns"])
-        self._train_returns += out["episode_returns"]
+        self.book_episodes(out["episode_returns"])
         self.worker_returns[i] += [(c["env_steps"], r) for r in out["episode_returns"]]
 
     # -- one iteration ------------------------------------------------------------------
 
     def step(self) -> dict[str, Any]:
         """Train for at least `eval_every_s` seconds while the evaluator scores a snapshot."""
-        cfg, c = self.cfg, self.counters
-        t0, steps0, updates0 = time.perf_counter(), c["env_steps"], c["learner_updates"]
-        self._train_returns, self._learn_infos = [], []
+        cfg = self.cfg
+        t0 = time.perf_counter()
         self._evaluating = self._scored = None
         self.tasks[self.learner.snapshot.remote()] = ("snapshot", 0)
         while self._scored is None or time.perf_counter() - t0 < cfg.eval_every_s:
@@ -263,12 +276,7 @@ class DistributedTrainer(Trainer):
                                timeout=None if self._scored is None else left)
             for ref in done:
                 self._book(ref)
-        extra = {key: float(np.mean([i[key] for i in self._learn_infos]))
-                 if self._learn_infos else math.nan for key in self.learner_metrics}
-        return self.row(self._scored, time.perf_counter() - t0, steps0, updates0,
-                        self._train_returns, **extra, **self.row_extras(),
-                        replay_size=min(self.stored_now, cfg.buffer_size),
-                        worker_restarts=c["worker_restarts"])
+        return self.row(self._scored)
 
     def extras(self) -> dict[str, Any]:
         return {"worker_returns": self.worker_returns, "worker_nodes": self.worker_nodes,

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -82,8 +81,7 @@ class DQNTrainer(Trainer):
 
     def step(self) -> dict[str, Any]:
         cfg, c, learner = self.cfg, self.counters, self.learner
-        t0, steps0, updates0 = time.perf_counter(), c["env_steps"], learner.updates
-        returns, losses = [], []
+        losses = []
         for _ in range(cfg.steps_per_iteration):
             # -- act and store the n-step transitions that are complete --------------------
             eps = linear_epsilon(c["env_steps"], cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
@@ -97,7 +95,7 @@ class DQNTrainer(Trainer):
             self.episode_return += reward
             self.obs = next_obs                         # carry the next observation over
             if terminated or truncated:
-                returns.append(self.episode_return)
+                self.book_episodes([self.episode_return])
                 c["episodes"] += 1
                 self.obs, _ = self.env.reset()
                 self.episode_return = 0.0
@@ -108,15 +106,14 @@ class DQNTrainer(Trainer):
                 self.buffer.update_priorities(batch["indices"], info["priorities"])
                 losses.append(info["loss"])
         c["learner_updates"] = learner.updates
-        elapsed = time.perf_counter() - t0
         # -- evaluate exactly the weights a checkpoint of this iteration would hold ----------
-        snapshot = self.snapshot(learner.state_dict(), learner.get_weights(), learner.updates)
+        snapshot = self.snapshot(learner.state_dict(), learner.get_weights(), learner.updates,
+                                 loss=mean_or_nan(losses))
         while (request := self.next_evaluation(snapshot)) is not None:
             episodes, seed = request
             snapshot.returns += evaluate_greedy(learner.online, cfg.env_id, episodes,
                                                 seed).tolist()
-        return self.row(snapshot, elapsed, steps0, updates0, returns,
-                        loss=mean_or_nan(losses), epsilon=eps, replay_size=len(self.buffer))
+        return self.row(snapshot, epsilon=eps, replay_size=len(self.buffer))
 
     def close(self) -> None:
         self.env.close()
