@@ -55,7 +55,7 @@ from stable_baselines3 import DQN, SAC
 from stable_baselines3.common.callbacks import BaseCallback
 
 from course_lib.apex import ApexConfig
-from course_lib.envs import evaluate_policy
+from course_lib.envs import evaluate_policy, make_env
 from course_lib.results import stop_reason
 from course_lib.sac import SACConfig
 from course_lib.trainer import TrainerConfig, evaluation_request, evaluation_score
@@ -136,11 +136,16 @@ class OurEvaluation(BaseCallback):
         return self.stopped_by is None
 
 
-def run_once(task: str, seed: int, quick: bool) -> dict:
-    """One SB3 run to the goal or the budget; what it took, and its evaluation curve."""
+def run_once(task: str, seed: int, quick: bool, latency_ms: float = 0.0,
+             budget: dict | None = None) -> dict:
+    """One SB3 run to the goal or the budget; what it took, and its evaluation curve.
+    `latency_ms`: its training env waits that long per step (`envs.Latency`, as our trainers'
+    `env_latency_ms`); `budget`: other stop settings (target_return, max_env_steps, ...)."""
     cfg, spec, zoo = run_config(task, seed, quick), TASKS[task], ZOO[task]
+    cfg = cfg.updated(budget or {})
     start = time.perf_counter()               # the clock includes building the model
-    model = spec["algo"]("MlpPolicy", task, seed=seed, verbose=0, device="cpu",
+    env = make_env(task, latency_ms=latency_ms) if latency_ms else task
+    model = spec["algo"]("MlpPolicy", env, seed=seed, verbose=0, device="cpu",
                          **zoo["kwargs"])
     clock = OurEvaluation(cfg, spec["eval_every_s"], start)
     # the zoo's own run first (its n_timesteps sets DQN's epsilon schedule), then on with the

@@ -60,7 +60,7 @@ class Worker(ABC):
         self.cfg, self.index, self.rng = cfg, index, np.random.default_rng(seed)
         self.replay = ray.get_actor(f"{prefix}-replay")
         self.params = ray.get_actor(f"{prefix}-params")
-        self.env = make_env(cfg.env_id)
+        self.env = make_env(cfg.env_id, latency_ms=cfg.env_latency_ms)
         self.obs, _ = self.env.reset(seed=seed)
         self.episode_return, self.steps, self.since_pull = 0.0, 0, 0
         self.outbox: list[dict] = []          # transitions not sent yet

@@ -65,6 +65,7 @@ class TrainerConfig(Config):
     max_env_steps: int | None = 100_000  # stop: env step budget (None: unlimited)
     max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
     seed: int = 0                     # seeds the networks, the envs and the exploration
+    env_latency_ms: float = 0.0       # training env steps wait this long (a remote simulator)
 
     @property
     def sample_size(self) -> int:

@@ -131,6 +131,18 @@ def epsilon_greedy(q_net: nn.Module, obs: np.ndarray, epsilon: float,
     return int(q_net(obs[None]).argmax(dim=1).item())
 
 
+@torch.no_grad()
+def epsilon_greedy_batch(q_net: nn.Module, obs: np.ndarray, epsilon: float,
+                         rng: np.random.Generator, n_actions: int) -> np.ndarray:
+    """`epsilon_greedy` for a batch of observations (N, obs_dim) in one forward pass: each of
+    the N actions is random with probability epsilon, else argmax_a Q(obs_i, a). (N,) ints."""
+    greedy = q_net(torch.as_tensor(obs, dtype=torch.float32, device=device_of(q_net)))
+    actions = greedy.argmax(dim=1).cpu().numpy()
+    explore = rng.random(len(actions)) < epsilon
+    actions[explore] = rng.integers(n_actions, size=int(explore.sum()))
+    return actions
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. The n-step double-Q target
 # ---------------------------------------------------------------------------------------------
