@@ -280,11 +280,11 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
-    from course_lib.distributed import WorkerDiedError
+    from course_lib.distributed import NoGPUError, WorkerDiedError
     from course_lib.envs import NonFiniteError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
-    except (NonFiniteError, WorkerDiedError) as err:   # the env or a worker went bad mid-run
+    except (NonFiniteError, WorkerDiedError, NoGPUError) as err:   # the env, a worker, no GPU
         raise UsageError(f"{err}; results so far in {run.path}") from None
     except KeyboardInterrupt:
         print(f"interrupted; results so far in {run.path}", file=sys.stderr)
