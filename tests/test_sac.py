@@ -280,12 +280,14 @@ def test_end_to_end_sac_through_the_command_line(tmp_path, capsys, ray_local):
                                               f"version {meta['weights_version']}, ")
 
     resumed = tmp_path / "resumed"
+    more = int(last["env_steps"]) + 200          # budgets count the whole run
     code = cli.main(["train", "--restore", str(run), "--quiet", "--results-dir", str(resumed),
-                     "--stop", '{"env_steps": 700}'])
+                     "--stop", json.dumps({"env_steps": more})])
     assert code == 0, capsys.readouterr().err
     [run2] = resumed.iterdir()
     rows2 = list(csv.DictReader(open(run2 / "progress.csv")))
     assert int(rows2[0]["iteration"]) == int(last["iteration"]) + 1
+    assert int(rows2[-1]["env_steps"]) >= more                 # trained past the checkpoint
     assert int(rows2[0]["learner_updates"]) >= int(last["learner_updates"])
     assert json.loads((run2 / "params.json").read_text())["algo"] == "sac"
 
