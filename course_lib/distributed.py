@@ -63,7 +63,8 @@ class DistributedConfig(TrainerConfig):
     learner_chunk: int = 50           # updates per learner task
     max_lag_updates: int = 100        # workers pause while the learner is this far behind
     eval_every_s: float = 3.0         # seconds per iteration: one evaluation, one row
-    learner_cpus: float = 0.5         # logical CPUs of the learner (and a GPU if there is one)
+    learner_cpus: float = 0.5         # logical CPUs of the learner actor
+    learner_gpus: float = 0.0         # GPUs of the learner actor (> 0: a cluster adds a GPU node)
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
 
@@ -75,6 +76,9 @@ class DistributedConfig(TrainerConfig):
         super().check()
         if self.num_workers < 1:
             raise ValueError(f"num_workers must be a positive integer, got {self.num_workers}")
+        if self.learner_gpus < 0:
+            raise ValueError(f"learner_gpus must be >= 0 (0: the learner uses CPUs only), got "
+                             f"{self.learner_gpus}")
 
 
 class WorkerDiedError(RuntimeError):
@@ -99,12 +103,36 @@ def share_cpus(total_cpus: float, learner_cpus: float, num_workers: int,
 
 
 def actor_resources(cfg: DistributedConfig, cluster: dict) -> dict[str, float]:
-    """Logical CPUs per actor (and the learner's GPU when the cluster has one); the parameter
-    server takes none (it mostly waits)."""
+    """Logical CPUs per actor, and the learner's `learner_gpus`; the parameter server takes
+    none (it mostly waits).
+
+    The GPU is asked for explicitly, never only "when the cluster has one": on a cluster whose
+    GPU node starts at zero (cluster/aws.yaml), the learner's pending request for a GPU is the
+    one thing that makes the autoscaler launch that node."""
     small, worker = share_cpus(cluster.get("CPU", 1), cfg.learner_cpus, cfg.num_workers,
                                cfg.worker_cpus)
-    return {"learner": cfg.learner_cpus, "learner_gpus": 1 if cluster.get("GPU", 0) >= 1 else 0,
+    return {"learner": cfg.learner_cpus, "learner_gpus": cfg.learner_gpus,
             "replay": small, "evaluator": small, "worker": worker}
+
+
+class NoGPUError(ValueError):
+    """The learner asks for a GPU that this Ray instance does not have and cannot get."""
+
+
+def check_gpus(cfg: DistributedConfig, cluster: dict, can_add_nodes: bool) -> None:
+    """NoGPUError (one line) if the learner asks for more GPUs than the cluster has and nothing
+    can add a node (a local Ray instance: no autoscaler), instead of waiting for it forever."""
+    have = cluster.get("GPU", 0)
+    if cfg.learner_gpus > have and not can_add_nodes:
+        raise NoGPUError(f"learner_gpus={cfg.learner_gpus:g} but this local Ray instance has "
+                         f"{have:g} GPUs and no autoscaler to add one: set learner_gpus 0 "
+                         "(or run on a cluster with a GPU node type)")
+
+
+def started_here() -> bool:
+    """True when this process started its Ray instance (`init_ray` on a laptop): no autoscaler
+    runs, so the resources it has now are all it will ever have."""
+    return ray._private.worker.global_worker.node.is_head()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,6 +172,7 @@ class DistributedTrainer(Trainer):
         self.dims = env_dims(env)
         env.close()
         init_ray()
+        check_gpus(cfg, ray.cluster_resources(), can_add_nodes=not started_here())
         res = self.resources = actor_resources(cfg, ray.cluster_resources())
         prefix = f"{self.algo}-{uuid.uuid4().hex[:8]}"   # workers find these actors by name
         self.replay = ReplayActor.options(name=f"{prefix}-replay", num_cpus=res["replay"]).remote(

@@ -219,13 +219,55 @@ def test_restore_through_the_command_line_continues_the_counters(capsys, tmp_pat
     code = cli.main(["train", "--restore", str(dqn_checkpoint), "--quiet",
                      "--results-dir", str(tmp_path), "--stop", '{"env_steps": 600}'])
     assert code == 0
-    assert "after 600 env steps" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "after 600 env steps" in out
+    assert "resuming " in out and "stops at env_steps >= 600 (the new --stop" in out
     [run] = tmp_path.iterdir()
     rows = list(csv.DictReader(open(run / "progress.csv")))
     assert [(r["iteration"], r["env_steps"]) for r in rows] == [("3", "600")]
     params = json.loads((run / "params.json").read_text())
     assert params["restored_from"].endswith("checkpoint_000002")
     assert params["config"]["hidden"] == [16]                 # the checkpoint's config
+
+
+def test_a_resume_takes_the_new_stop_and_trains_past_the_checkpoint(capsys, tmp_path):
+    """The checkpoint met its own goal (eval_return 1, which any CartPole policy scores); a
+    resume with a new --stop trains on under the new criteria only, not the old goal."""
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    code = cli.main(["train", "--algo", "dqn", "--quiet", "--results-dir", str(first),
+                     "--stop", '{"eval_return": 1, "env_steps": 10000}', "--checkpoint-at-end",
+                     "--config", '{"steps_per_iteration": 200, "learning_starts": 100, '
+                     '"hidden": [16], "eval_episodes": 1, "confirm_episodes": 0}'])
+    assert code == 0
+    [run] = first.iterdir()
+    checkpoint_steps = load_checkpoint(run)["counters"]["env_steps"]
+    assert checkpoint_steps == 200
+    capsys.readouterr()
+    code = cli.main(["train", "--restore", str(run), "--quiet", "--results-dir", str(resumed),
+                     "--stop", '{"env_steps": 600}'])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    [line] = [line for line in out.splitlines() if line.startswith("resuming ")]
+    assert "at 200 env steps" in line and "stops at env_steps >= 600 (the new --stop" in line
+    [new_run] = resumed.iterdir()
+    rows = list(csv.DictReader(open(new_run / "progress.csv")))
+    assert int(rows[-1]["env_steps"]) == 600 > checkpoint_steps
+    assert "finished the env_steps budget" in out
+
+
+@pytest.mark.parametrize("stop, message", [
+    (None, "already used up the budget env_steps >= 400 (it has 400"),
+    ('{"env_steps": 300}', "already used up the budget env_steps >= 300 (it has 400"),
+    ('{"eval_return": -5, "env_steps": 800}', "already reached the goal eval_return >= -5.0"),
+])
+def test_a_resume_under_criteria_the_checkpoint_already_meets_is_refused(capsys, tmp_path,
+                                                                         dqn_checkpoint, stop,
+                                                                         message):
+    argv = ["train", "--restore", str(dqn_checkpoint), "--quiet", "--results-dir", str(tmp_path)]
+    assert cli.main(argv + (["--stop", stop] if stop else [])) == 2
+    err = capsys.readouterr().err
+    assert message in err and "--stop" in err and err.count("\n") == 1
+    assert not list(tmp_path.iterdir())                     # refused before a run folder
 
 
 def test_help_config_lists_every_key_with_its_meaning(capsys):

@@ -50,7 +50,7 @@ class SACConfig(DistributedConfig):
     publish_every: int = 50           # the learner pushes weights every N updates
     worker_chunk: int = 100           # env steps per rollout-worker task
     eval_every_s: float = 1.0         # seconds per iteration: one evaluation, one row
-    learner_cpus: float = 1.0         # the learner actor (plus one GPU if the cluster has one)
+    learner_cpus: float = 1.0         # logical CPUs of the learner actor
     worker_cpus: float = 0.4          # each rollout worker, at most
     target_return: float | None = -200.0  # stop: deterministic mean return reached (None: no goal)
     max_env_steps: int | None = 30_000    # stop: env step budget (None: unlimited)
