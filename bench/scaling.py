@@ -56,17 +56,22 @@ FULL = {"target_return": GOAL, "max_env_steps": 150_000, "max_time_s": 600.0}
 QUICK = {"target_return": None, "max_env_steps": 2_000, "max_time_s": 60.0}
 
 
-def cpu_seconds_tree() -> float:
-    """CPU seconds (user + system) of this process and every live process below it."""
-    me = psutil.Process()
-    total = 0.0
+def cpu_seconds_tree() -> dict[int, float]:
+    """{pid: CPU seconds (user + system)} of this process and every live process below it."""
+    me, out = psutil.Process(), {}
     for proc in [me, *me.children(recursive=True)]:
         try:
             times = proc.cpu_times()
-            total += times.user + times.system
+            out[proc.pid] = times.user + times.system
         except psutil.Error:                  # gone meanwhile
             pass
-    return total
+    return out
+
+
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds spent between two `cpu_seconds_tree` readings by the processes alive at
+    the second (a process started meanwhile counts from 0; one that ended is not seen)."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def variant_config(variant: str, latency_ms: float, seed: int, budget: dict):
@@ -83,13 +88,14 @@ def variant_config(variant: str, latency_ms: float, seed: int, budget: dict):
 def run_ours(variant: str, latency_ms: float, seed: int, budget: dict) -> dict:
     """One run of our trainers; what it took to the stopping row."""
     train, cfg = variant_config(variant, latency_ms, seed, budget)
-    cpu_at_row: list[float] = []
+    cpu_at_row: list[dict] = []
     cpu0 = cpu_seconds_tree()
     result = train(cfg, progress=lambda row: cpu_at_row.append(cpu_seconds_tree()))
     last = result.last
     return {"reached": result.stopped_by == "eval_return", "env_steps": int(last["env_steps"]),
             "seconds": round(float(last["wall_s"]), 1),
-            "cpu_s": round(cpu_at_row[-1] - cpu0, 1), "eval_return": float(last["eval_return"])}
+            "cpu_s": round(cpu_used(cpu0, cpu_at_row[-1]), 1),
+            "eval_return": float(last["eval_return"])}
 
 
 def run_sb3(latency_ms: float, seed: int, budget: dict) -> dict:
@@ -100,7 +106,8 @@ def run_sb3(latency_ms: float, seed: int, budget: dict) -> dict:
     r = sb3.run_once("CartPole-v1", seed, budget["target_return"] is None,
                      latency_ms=latency_ms, budget=budget)
     return {"reached": r["reached"], "env_steps": int(r["env_steps"]), "seconds": r["time_s"],
-            "cpu_s": round(cpu_seconds_tree() - cpu0, 1), "eval_return": r["eval_return"]}
+            "cpu_s": round(cpu_used(cpu0, cpu_seconds_tree()), 1),
+            "eval_return": r["eval_return"]}
 
 
 def step_costs(seconds: float, steps: int) -> dict[str, float]:
@@ -197,6 +204,60 @@ def bench_scaling(latencies, explorers, seeds, variants, quick: bool, log=print)
             "costs": costs, "load_before": load_before,
             "load_after": [round(x, 2) for x in os.getloadavg()],
             "runs": runs, "summary": rows, "targets": {} if quick else check_targets(rows)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The report: a section of bench/RESULTS.md and a figure (bench/benchreport.py calls these)
+# ---------------------------------------------------------------------------------------------
+
+def section(r: dict) -> str:
+    """The ladder as a table: per latency and variant, medians, ranges and the bound."""
+    c = r["costs"]
+    head = (f"Bare per-transition costs measured in the same run: act + env step "
+            f"{c['act_ms']:.3f} ms, learner update {c['update_ms']:.3f} ms x "
+            f"{c['updates_per_transition']:.2f} updates per transition. Seconds: median "
+            "[min-max] over seeds; bound: Amdahl's best case at the run's own env steps.\n\n")
+    lines = ["| latency ms | variant | reached | seconds | bound s | env steps | CPU s "
+             "| vs dqn | vs sb3 |", "|---|---|---|---|---|---|---|---|---|"]
+    for w in r["summary"]:
+        lines.append(
+            f"| {w['latency_ms']:g} | {w['variant']} | {w['reached']}/{w['seeds']} | "
+            f"{w['median_seconds']:.1f} [{w['min_seconds']:.1f}-{w['max_seconds']:.1f}] | "
+            f"{w['bound_s']:.1f} | {w['median_env_steps']:,.0f} | {w['median_cpu_s']:.1f} | "
+            f"{w.get('seconds_vs_dqn', '')} | {w.get('seconds_vs_sb3', '')} |")
+    return head + "\n".join(lines)
+
+
+def plot(plt, r: dict, out_dir) -> list:
+    """Seconds to the goal against explorers, one panel per latency: Ape-X's medians with
+    their range, its bound, and the single-process references as horizontal lines."""
+    latencies = r["config"]["latencies_ms"]
+    fig, axes = plt.subplots(1, len(latencies), figsize=(3.2 * len(latencies), 3.4),
+                             sharey=True, squeeze=False)
+    for ax, latency in zip(axes[0], latencies, strict=True):
+        rows = [w for w in r["summary"] if w["latency_ms"] == latency]
+        apex = [w for w in rows if w["variant"].startswith("apex")]
+        n = [int(w["variant"].split("-")[1]) for w in apex]
+        ax.errorbar(n, [w["median_seconds"] for w in apex],
+                    yerr=[[w["median_seconds"] - w["min_seconds"] for w in apex],
+                          [w["max_seconds"] - w["median_seconds"] for w in apex]],
+                    fmt="o-", capsize=3, label="Ape-X (median, range)")
+        ax.plot(n, [w["bound_s"] for w in apex], "k:", label="Ape-X bound (Amdahl)")
+        for w, style in zip((w for w in rows if not w["variant"].startswith("apex")),
+                            ("--", "-.", ":"), strict=False):
+            ax.axhline(w["median_seconds"], linestyle=style, color="grey", linewidth=1)
+            ax.annotate(w["variant"], (max(n, default=1), w["median_seconds"]),
+                        fontsize="small", ha="right", va="bottom")
+        ax.set(xscale="log", yscale="log", xticks=n, xticklabels=[str(k) for k in n],
+               xlabel="explorers", title=f"env step + {latency:g} ms")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("seconds to 475 (log)")
+    axes[0][0].legend(fontsize="small")
+    fig.tight_layout()
+    path = out_dir / "scaling.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return [path]
 
 
 def main() -> None:
