@@ -199,8 +199,9 @@ def _scripted_evaluations(monkeypatch, *means):
 
 @pytest.mark.parametrize("means, played, stops", [
     ((100.0,), 10, False),                 # below the goal: no confirmation
-    ((500.0, 470.0), 30, True),            # met, and the 30 episodes' mean still meets it
-    ((500.0, 300.0), 30, False),           # a lucky ten that 20 fresh episodes overturn
+    ((500.0, 470.0), 20, True),            # met, and the 20 confirming episodes meet it alone
+    ((500.0, 440.0), 20, False),           # the 30 average 460 >= 450, but the 20 alone miss
+    ((500.0, 300.0), 20, False),           # a lucky ten that 20 fresh episodes overturn
 ])
 def test_pg_evaluation_confirms_a_goal_like_every_trainer(monkeypatch, means, played, stops):
     from course_lib.pg.parallel import _record
@@ -212,11 +213,10 @@ def test_pg_evaluation_confirms_a_goal_like_every_trainer(monkeypatch, means, pl
     history = []
     assert _record(history, 0.0, batch, 0.0, None, cfg, None) == stops
     assert history[0]["eval_episodes"] == played
-    assert history[0]["eval_return"] == pytest.approx(np.mean(
-        np.repeat(means, [10, 20][:len(means)])))
+    assert history[0]["eval_return"] == means[-1]       # the confirming episodes score
     # the trainers' rule, episode counts and seeds included
     assert calls[0] == evaluation_request(cfg, [], 0)
-    if played == 30:
+    if len(means) == 2:
         assert calls[1] == evaluation_request(cfg, [means[0]] * 10, 1)
 
 

@@ -29,6 +29,7 @@ from course_lib.pg.reinforce import (
     sample_episodes,
     update_policy,
 )
+from course_lib.trainer import evaluation_score
 
 
 @ray.remote(num_cpus=1)
@@ -124,14 +125,14 @@ def _record(history: list[dict], start: float, batch: dict, loss: float, policy:
     """Append the row of the update just made on `batch` (a greedy evaluation every
     `cfg.eval_every` updates, fresh episodes each time, confirmed as in every trainer: see
     `evaluate_confirmed`), with any `extra` columns, and hand it to `progress`. True once the
-    evaluation's mean return over all the episodes it played reaches `cfg.target_return`:
-    the caller stops."""
+    evaluation's score (`trainer.evaluation_score`: the confirming episodes on their own)
+    reaches `cfg.target_return`: the caller stops."""
     iteration = len(history) + 1
     evaluations = history[-1]["evaluations"] if history else 0
     returns = []
     if iteration % cfg.eval_every == 0 or iteration == cfg.max_iterations:
         returns, evaluations = evaluate_confirmed(policy, cfg, evaluations)
-    eval_return = float(np.mean(returns)) if returns else float("nan")
+    eval_return, scored = evaluation_score(cfg, returns) if returns else (float("nan"), 0)
     row = {
         "iteration": iteration,
         "time_s": time.perf_counter() - start,
@@ -140,7 +141,7 @@ def _record(history: list[dict], start: float, batch: dict, loss: float, policy:
         "mean_return": float(batch["ep_return"].mean()),
         "loss": loss,
         "eval_return": eval_return,     # NaN when this iteration was not evaluated
-        "eval_episodes": len(returns),  # 0, eval_episodes, or those plus confirm_episodes
+        "eval_episodes": scored,        # 0, eval_episodes, or confirm_episodes (they decide)
         "evaluations": evaluations,     # evaluations so far (each one's seeds are new)
         **extra,
     }
