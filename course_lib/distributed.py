@@ -53,6 +53,12 @@ from course_lib.trainer import Trainer, TrainerConfig
 class DistributedConfig(TrainerConfig):
     """The settings of every distributed trainer (workers, learner, driver, resources)."""
 
+    LIMITS: ClassVar[dict[str, str]] = {
+        "num_workers": ">= 1", "sample_batches": ">= 1", "prefetch": ">= 1", "send_every": ">= 1",
+        "pull_every": ">= 1", "publish_every": ">= 1", "worker_chunk": ">= 1",
+        "learner_chunk": ">= 1", "max_lag_updates": ">= 0", "eval_every_s": ">= 0",
+        "learner_cpus": ">= 0", "worker_cpus": ">= 0", "max_worker_restarts": ">= 0"}
+
     num_workers: int = 2              # worker actors (Ape-X: explorers)
     sample_batches: int = 8           # batches fetched per replay sample request
     prefetch: int = 2                 # sample requests the learner keeps in flight
@@ -66,15 +72,6 @@ class DistributedConfig(TrainerConfig):
     learner_cpus: float = 0.5         # logical CPUs of the learner (and a GPU if there is one)
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
-
-    @property
-    def sample_size(self) -> int:
-        return self.batch_size * self.sample_batches   # one request fetches sample_batches
-
-    def check(self) -> None:
-        super().check()
-        if self.num_workers < 1:
-            raise ValueError(f"num_workers must be a positive integer, got {self.num_workers}")
 
 
 class WorkerDiedError(RuntimeError):

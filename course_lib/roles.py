@@ -158,7 +158,9 @@ class LearnerActor(ABC):
     updates report, plus the update count. Sampling is pipelined: `prefetch` sample requests
     stay in flight, `ray.wait` takes the first one ready and a new request replaces it at once,
     so the replay actor samples while the learner trains. Each request fetches
-    `sample_batches` batches in one round trip: Ray calls, not maths, are the cost here.
+    `sample_batches` batches in one round trip: Ray calls, not maths, are the cost here. Each
+    batch is drawn on its own (its importance weights normalised by its own largest), so the
+    learner can start as soon as the buffer holds one batch.
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
     """
 
@@ -166,7 +168,7 @@ class LearnerActor(ABC):
                  state: dict | None, seed: int):
         torch.set_num_threads(1)
         torch.manual_seed(seed)
-        self.cfg, self.rng = cfg, np.random.default_rng(seed)
+        self.cfg = cfg
         self.replay = ray.get_actor(f"{prefix}-replay")
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)
@@ -190,12 +192,10 @@ class LearnerActor(ABC):
         cfg = self.cfg
         if not self.batches:
             while len(self.in_flight) < cfg.prefetch:
-                self.in_flight.append(self.replay.sample.remote(*self.sample_args()))
+                self.in_flight.append(self.replay.sample_batches.remote(*self.sample_args()))
             [ready], self.in_flight = ray.wait(self.in_flight, num_returns=1)
-            self.in_flight.append(self.replay.sample.remote(*self.sample_args()))
-            big = get_result(ready)
-            parts = np.array_split(self.rng.permutation(len(big["obs"])), cfg.sample_batches)
-            self.batches = [{name: array[part] for name, array in big.items()} for part in parts]
+            self.in_flight.append(self.replay.sample_batches.remote(*self.sample_args()))
+            self.batches = get_result(ready)
         return self.batches.pop()
 
     def train(self, num_updates: int) -> dict[str, Any]:
@@ -222,8 +222,8 @@ class LearnerActor(ABC):
         """The plain learner (DQNLearner, SACLearner) this actor feeds."""
 
     def sample_args(self) -> tuple:
-        """The arguments of one `replay.sample` request."""
-        return (self.cfg.batch_size * self.cfg.sample_batches,)
+        """The arguments of one `replay.sample_batches` request."""
+        return (self.cfg.batch_size, self.cfg.sample_batches)
 
     def after_update(self, batch: dict[str, np.ndarray], info: dict[str, Any]) -> None:
         """Anything to do with an update's result (Ape-X: send the new priorities); by

@@ -225,7 +225,7 @@ BAD = {
     "unknown env": (["--env", "Pendulm-v1"], "did you mean Pendulum-v1"),
     "bad stop": (["--stop", '{"eval_return": "high"}'], "eval_return must be a number"),
     "bad config": (["--config", '{"tau": "slow"}'], "'tau' must be float"),
-    "zero workers": (["--config", '{"num_workers": 0}'], "num_workers must be a positive"),
+    "zero workers": (["--config", '{"num_workers": 0}'], "'num_workers' must be >= 1"),
 }
 
 

@@ -1,6 +1,7 @@
 """The shared trainer skeleton: evaluated snapshots, fresh evaluation seeds, the update debt,
 start-up, counting where transitions land, restarts, and refusing bad configs early."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -259,3 +260,45 @@ def test_the_sac_evaluation_closes_every_env_it_makes(monkeypatch):
     monkeypatch.setattr(envs, "make_env", tracking_make_env)
     sac.deterministic_returns(sac.SquashedGaussianActor(3, 1, (8,)), "Pendulum-v1", 2, seed=0)
     assert len(made) == 3 and len(closed) == len(made)    # one for the bounds, two episodes
+
+
+# --- settings that cannot work are refused by check(), in one line -------------------------------
+
+CANNOT_WORK = [  # (config, key, value, allowed)
+    (ApexConfig, "max_lag_updates", -1, ">= 0"), (ApexConfig, "publish_every", 0, ">= 1"),
+    (sac.SACConfig, "learner_chunk", 0, ">= 1"), (ApexConfig, "prefetch", 0, ">= 1"),
+    (DQNConfig, "steps_per_iteration", 0, ">= 1"), (DQNConfig, "target_update_every", 0, ">= 1"),
+    (ApexConfig, "target_update_every", 0, ">= 1"), (DQNConfig, "gamma", 1.5, "[0, 1]"),
+    (sac.SACConfig, "gamma", -0.1, "[0, 1]"), (ApexConfig, "n_step", 0, ">= 1"),
+    (DQNConfig, "eval_episodes", 0, ">= 1"), (sac.SACConfig, "tau", 0.0, "(0, 1]"),
+    (sac.SACConfig, "tau", 1.5, "(0, 1]"), (ApexConfig, "worker_chunk", 0, ">= 1"),
+    (sac.SACConfig, "send_every", 0, ">= 1"), (ApexConfig, "pull_every", 0, ">= 1"),
+    (ApexConfig, "sample_batches", 0, ">= 1"), (DQNConfig, "batch_size", 0, ">= 1"),
+    (sac.SACConfig, "buffer_size", 0, ">= 1"), (DQNConfig, "lr", 0.0, "> 0"),
+    (sac.SACConfig, "lr", float("nan"), "> 0"), (ApexConfig, "eps", 1.5, "[0, 1]"),
+    (DQNConfig, "eps_end", -0.1, "[0, 1]"), (ApexConfig, "priority_alpha", -1.0, "[0, 1]"),
+    (DQNConfig, "priority_beta", 2.0, "[0, 1]"), (ApexConfig, "num_workers", 0, ">= 1"),
+    (sac.SACConfig, "learner_cpus", -1.0, ">= 0"), (ApexConfig, "hidden", (0, 32), ">= 1"),
+    (DQNConfig, "hidden", (), ">= 1"), (DQNConfig, "confirm_episodes", -1, ">= 0"),
+    (sac.SACConfig, "utd_ratio", 0.0, "> 0"), (sac.SACConfig, "init_alpha", 0.0, "> 0"),
+    (ApexConfig, "max_worker_restarts", -1, ">= 0"), (DQNConfig, "replay_ratio", 0.0, "> 0"),
+    (DQNConfig, "grad_clip", 0.0, "> 0"), (ApexConfig, "learning_starts", -1, ">= 0"),
+    (sac.SACConfig, "max_env_steps", -5, ">= 0"), (ApexConfig, "eval_every_s", -1.0, ">= 0"),
+]
+
+
+@pytest.mark.parametrize("config,key,value,allowed", CANNOT_WORK,
+                         ids=[f"{c.__name__}.{k}={v}" for c, k, v, _ in CANNOT_WORK])
+def test_a_setting_that_cannot_work_is_refused_in_one_line(config, key, value, allowed):
+    bad = dataclasses.replace(config(), **{key: value})
+    with pytest.raises(ValueError) as info:
+        bad.check()
+    message = str(info.value)
+    assert f"'{key}'" in message and allowed in message and "\n" not in message
+
+
+@pytest.mark.parametrize("config", [DQNConfig, ApexConfig, sac.SACConfig])
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_presets_and_budgets_switched_off_pass_the_check(config, quick):
+    config.preset(quick=quick).check()
+    config().updated({"max_env_steps": None, "max_time_s": None, "target_return": None}).check()
