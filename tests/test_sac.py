@@ -324,3 +324,19 @@ def test_a_non_finite_error_mid_run_is_one_line_through_the_cli(capsys, tmp_path
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("error: Pendulum-v1 gave a non-finite observation at env step 3")
+
+
+def test_the_quick_run_trains_from_learning_starts_and_its_utd_column_is_the_ratio_held(
+        ray_local):
+    """The SAC run CI executes (the quick preset: 1,500 env steps, learning_starts 400) trains
+    from its 400th transition on, not from the 2,048th (batch 256 x 8 batches), and its `utd`
+    column reads the ratio the driver holds: updates per transition past the start. The
+    learner may trail the ratio by the lag the workers wait for, never lead it."""
+    cfg = SACConfig.preset(quick=True)
+    assert cfg.max_env_steps < cfg.batch_size * cfg.sample_batches   # the old start
+    result = sac.train_sac(cfg.updated({"max_time_s": 240.0}))
+    last = result.last
+    assert result.stopped_by == "env_steps" and last["learner_updates"] > 0
+    lag = cfg.max_lag_updates + cfg.learner_chunk + cfg.num_workers * cfg.worker_chunk
+    low = cfg.utd_ratio * (1 - lag / (cfg.max_env_steps - cfg.learning_starts))
+    assert low <= last["utd"] <= cfg.utd_ratio + 1e-9

@@ -44,6 +44,24 @@ def test_updates_due_owes_nothing_for_the_transitions_that_fill_the_buffer():
     assert trainer.updates_due() == 100
 
 
+@pytest.mark.parametrize("config,per_update", [(sac.SACConfig(learning_starts=1_000), 1),
+                                                (ApexConfig(learning_starts=1_000,
+                                                            batch_size=256), 16)])
+def test_the_first_update_is_owed_right_after_learning_starts(config, per_update):
+    """Not after max(learning_starts, batch_size x sample_batches) = 2,048 transitions:
+    a request's batches are drawn one by one, so one batch stored is enough to sample."""
+    cfg = config
+    assert cfg.batch_size * cfg.sample_batches > 1_000
+    trainer = Stub(cfg)
+    trainer.updates_per_transition = 1 / per_update     # SAC: utd 1; Ape-X: 16 / 256
+    trainer.counters["inserted"] = 1_000
+    assert trainer.updates_due() == 0
+    trainer.counters["inserted"] = 1_000 + per_update
+    assert trainer.updates_due() == 1
+    small = dataclasses.replace(cfg, learning_starts=10)
+    assert Stub(small).learning_start == cfg.batch_size   # one batch at least
+
+
 def test_after_a_resume_learning_starts_applies_again_and_the_seeds_change():
     fresh = Stub(TrainerConfig(learning_starts=1_000))
     counters = {**fresh.counters, "inserted": 50_000, "learner_updates": 12_000}
