@@ -20,12 +20,15 @@ Start-up: the learner publishes its first weights (after `--restore`: the restor
 the driver waits for that before it starts a worker, so no worker ever acts on a random net.
 
 Faults: a worker whose process dies is restarted by Ray (`max_restarts`) and the call under way
-is sent again (`max_task_retries=-1`); the driver notices the restart by the new pid. A restarted
-worker plays with a new seed. A crash loses what was only in the worker's memory: its outbox
-(at most `send_every` transitions), its n-step window, and the env steps of the chunk under way
-(the transitions that reached the replay actor are kept and counted: the replay actor counts
-insertions, not the workers). A worker that keeps dying ends the run with one line
-(`WorkerDiedError`) once Ray has restarted it `max_worker_restarts` times.
+is sent again (`max_task_retries=-1`); each result carries how often Ray has restarted that
+worker, so two restarts between two results count two. A restarted worker plays with a new
+seed. A crash loses what was only in the worker's memory: its outbox (at most `send_every`
+transitions), its n-step window, and the env steps of the chunk under way. The transitions
+that reached the replay actor are kept and counted there (the replay actor counts insertions,
+not the workers), up to the env steps counted: every transition is one env step's, so
+`inserted` never exceeds `env_steps`, even when a lost chunk's env steps were not. A worker
+that keeps dying ends the run with one line (`WorkerDiedError`) once Ray has restarted it
+`max_worker_restarts` times.
 """
 
 from __future__ import annotations
@@ -163,6 +166,8 @@ class DistributedTrainer(Trainer):
         self.worker_nodes = ray.get([w.node_id.remote() for w in self.workers])
         self.worker_returns: list[list[tuple[int, float]]] = [[] for _ in self.workers]
         self.lost = [0] * cfg.num_workers     # chunks lost in a row, per worker
+        self.restarts = [0] * cfg.num_workers  # restarts each worker has reported
+        self.landed = self.counters["inserted"]   # transitions in the replay, highest report
         self.resend_at = [0.0] * cfg.num_workers
         self.tasks: dict[ray.ObjectRef, tuple[str, int]] = {}   # in flight: (role, worker)
         self.updates_submitted = self.counters["learner_updates"]
@@ -231,12 +236,13 @@ class DistributedTrainer(Trainer):
             self.resend_at[i] = time.perf_counter() + 1.0   # soon, not in a busy loop
             return
         self.lost[i] = 0
-        if out["pid"] != self.pids[i]:
-            c["worker_restarts"] += 1             # a new process: Ray restarted it
-            self.pids[i] = out["pid"]
+        self.pids[i] = out["pid"]
+        c["worker_restarts"] += out["restarts"] - self.restarts[i]   # as the worker counts them
+        self.restarts[i] = out["restarts"]
         c["env_steps"] += out["env_steps"]
-        if out["replay_inserted"] is not None:    # counted where the transitions landed
-            c["inserted"] = max(c["inserted"], self._inserted_at_start + out["replay_inserted"])
+        if out["replay_inserted"] is not None:    # counted where the transitions landed ...
+            self.landed = max(self.landed, self._inserted_at_start + out["replay_inserted"])
+        c["inserted"] = min(self.landed, c["env_steps"])   # ... up to the env steps counted
         c["episodes"] += len(out["episode_returns"])
         self._train_returns += out["episode_returns"]
         self.worker_returns[i] += [(c["env_steps"], r) for r in out["episode_returns"]]

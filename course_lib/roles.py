@@ -37,10 +37,22 @@ POLICY = "policy"   # the name the learner publishes the acting network's weight
 # Workers: play, send batches to the replay actor, pull weights
 # ---------------------------------------------------------------------------------------------
 
+def restart_count() -> int:
+    """How often Ray has restarted the actor this runs in (0 outside an actor), from Ray's own
+    actor table: the number `was_current_actor_reconstructed` reads (Ray is pinned)."""
+    from ray._private.state import actors
+
+    actor_id = ray.get_runtime_context().get_actor_id()
+    info = actors(actor_id=actor_id) if actor_id else None
+    return int(info["NumRestarts"]) if info else 0
+
+
 class Worker(ABC):
     """One env and a copy of the acting network. `run(num_steps)` plays that many env steps and
-    returns {"env_steps", "episode_returns", "pid", "replay_inserted"} (the replay actor's own
-    count of stored transitions after this worker's last add, or None if it sent nothing).
+    returns {"env_steps", "episode_returns", "pid", "restarts", "replay_inserted"}: `restarts`
+    is how often Ray has restarted this worker (two restarts between two results count two),
+    `replay_inserted` the replay actor's own count of stored transitions after this worker's
+    last add, or None if it sent nothing.
 
     The replay actor and the parameter server are found by name: when Ray restarts a worker it
     runs `__init__` again with the same arguments, and handles passed as arguments would have
@@ -51,10 +63,10 @@ class Worker(ABC):
 
     def __init__(self, index: int, cfg: DistributedConfig, prefix: str, seed: int):
         torch.set_num_threads(1)
-        context = ray.get_runtime_context()       # (outside an actor, e.g. in a test: no restart)
-        self.restarted = bool(context.get_actor_id()) and context.was_current_actor_reconstructed
+        self.restarts = restart_count()
+        self.restarted = self.restarts > 0
         if self.restarted:                    # a new process: new episodes, new exploration
-            seed = derive_seed(seed, "restart", os.getpid())
+            seed = derive_seed(seed, "restart", self.restarts)
         self.seed = seed
         torch.manual_seed(seed)
         self.cfg, self.index, self.rng = cfg, index, np.random.default_rng(seed)
@@ -109,7 +121,7 @@ class Worker(ABC):
             inserted = get_result(self.adding)
             self.adding = None
         return {"env_steps": num_steps, "episode_returns": returns, "pid": os.getpid(),
-                "replay_inserted": inserted}
+                "restarts": self.restarts, "replay_inserted": inserted}
 
     def send(self) -> int | None:
         """The outbox to the replay actor (with initial priorities if the algorithm has them).

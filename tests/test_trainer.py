@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -170,23 +171,46 @@ def test_a_worker_never_acts_without_the_learners_weights(ray_local):
         ray.kill(replay)
 
 
-def test_inserted_transitions_are_counted_where_they_land(ray_local):
-    """The driver takes the replay actor's own count, which a lost or resent chunk cannot
-    inflate or lose; results that arrive out of order never lower it."""
-    trainer = ApexTrainer.__new__(ApexTrainer)            # the counting, without actors
+def bare_apex() -> ApexTrainer:
+    """An ApexTrainer's counting, without actors: two workers, nothing booked yet."""
+    trainer = ApexTrainer.__new__(ApexTrainer)
     Trainer.__init__(trainer, TINY_APEX)
     trainer.pids, trainer.lost, trainer.worker_returns = [1, 2], [0, 0], [[], []]
-    trainer._train_returns = []
+    trainer.restarts, trainer.landed, trainer._train_returns = [0, 0], 0, []
+    return trainer
 
-    def book(i, inserted):
-        out = {"env_steps": 100, "episode_returns": [], "pid": i + 1, "replay_inserted": inserted}
-        trainer._book_collect(ray.put(out), i)
 
-    book(0, 150)
-    book(1, 120)                   # worker 1's last add landed before worker 0's
-    assert trainer.counters["inserted"] == 150
-    book(1, None)                  # sent nothing this chunk
-    assert trainer.counters["inserted"] == 150 and trainer.counters["env_steps"] == 300
+def book(trainer, i, inserted, restarts=0):
+    """Book a 100-step chunk of worker i whose last add left `inserted` in the replay."""
+    out = {"env_steps": 100, "episode_returns": [], "pid": 10 * i + restarts,
+           "restarts": restarts, "replay_inserted": inserted}
+    trainer._book_collect(ray.put(out), i)
+
+
+def test_inserted_transitions_are_counted_where_they_land(ray_local):
+    """The driver takes the replay actor's own count, which a lost or resent chunk cannot
+    inflate or lose; results that arrive out of order never lower it; and it never exceeds
+    the env steps counted (each transition is one env step's): transitions of another
+    worker's chunk, or of a chunk lost in a crash, land before their env steps are booked."""
+    trainer = bare_apex()
+    c = trainer.counters
+    book(trainer, 0, 150)          # 50 of worker 1's transitions landed already
+    assert c["inserted"] == 100 == c["env_steps"]
+    book(trainer, 1, 120)          # worker 1's last add landed before worker 0's
+    assert c["inserted"] == 150 and c["env_steps"] == 200
+    book(trainer, 1, None)         # sent nothing this chunk
+    assert c["inserted"] == 150 and c["env_steps"] == 300
+    book(trainer, 0, 420)          # a crash lost 100 env steps whose transitions landed
+    assert c["inserted"] == 400 == c["env_steps"]
+
+
+def test_two_restarts_between_two_results_count_two(ray_local):
+    trainer = bare_apex()
+    book(trainer, 0, None, restarts=2)    # one new pid, but Ray restarted it twice
+    assert trainer.counters["worker_restarts"] == 2
+    book(trainer, 0, None, restarts=2)
+    book(trainer, 1, None, restarts=1)
+    assert trainer.counters["worker_restarts"] == 3
 
 
 class CrashingExplorer(apex.Explorer.__ray_actor_class__):
@@ -224,13 +248,18 @@ def test_sac_rollout_workers_restart_like_explorers(ray_local):
     trainer = sac.SACTrainer(cfg)
     try:
         trainer.step()
-        old_pid = trainer.pids[0]
-        ray.kill(trainer.workers[0], no_restart=False)
+        old_pid = pid = trainer.pids[0]
+        worker = trainer.workers[0]
+        for _ in range(2):                 # twice, before the driver books a result again
+            ray.kill(worker, no_restart=False)
+            while (new := ray.get(worker.pid.remote(), timeout=300)) == pid:
+                time.sleep(0.1)            # the kill has not landed yet: ask again
+            pid = new
         for _ in range(40):
             row = trainer.step()
             if trainer.pids[0] != old_pid:
                 break
-        assert row["worker_restarts"] == 1 and trainer.pids[0] != old_pid
+        assert row["worker_restarts"] == 2 and trainer.pids[0] == pid
     finally:
         trainer.close()
 
