@@ -20,12 +20,15 @@ Start-up: the learner publishes its first weights (after `--restore`: the restor
 the driver waits for that before it starts a worker, so no worker ever acts on a random net.
 
 Faults: a worker whose process dies is restarted by Ray (`max_restarts`) and the call under way
-is sent again (`max_task_retries=-1`); the driver notices the restart by the new pid. A restarted
-worker plays with a new seed. A crash loses what was only in the worker's memory: its outbox
-(at most `send_every` transitions), its n-step window, and the env steps of the chunk under way
-(the transitions that reached the replay actor are kept and counted: the replay actor counts
-insertions, not the workers). A worker that keeps dying ends the run with one line
-(`WorkerDiedError`) once Ray has restarted it `max_worker_restarts` times.
+is sent again (`max_task_retries=-1`); each result carries how often Ray has restarted that
+worker, so two restarts between two results count two. A restarted worker plays with a new
+seed. A crash loses what was only in the worker's memory: its outbox (at most `send_every`
+transitions), its n-step window, and the env steps of the chunk under way. The transitions
+that reached the replay actor are kept and counted there (the replay actor counts insertions,
+not the workers), up to the env steps counted: every transition is one env step's, so
+`inserted` never exceeds `env_steps`, even when a lost chunk's env steps were not. A worker
+that keeps dying ends the run with one line (`WorkerDiedError`) once Ray has restarted it
+`max_worker_restarts` times.
 """
 
 from __future__ import annotations
@@ -53,6 +56,13 @@ from course_lib.trainer import Snapshot, Trainer, TrainerConfig
 class DistributedConfig(TrainerConfig):
     """The settings of every distributed trainer (workers, learner, driver, resources)."""
 
+    LIMITS: ClassVar[dict[str, str]] = {
+        "num_workers": ">= 1", "sample_batches": ">= 1", "prefetch": ">= 1", "send_every": ">= 1",
+        "pull_every": ">= 1", "publish_every": ">= 1", "worker_chunk": ">= 1",
+        "learner_chunk": ">= 1", "max_lag_updates": ">= 0", "eval_every_s": ">= 0",
+        "learner_cpus": ">= 0", "learner_gpus": ">= 0", "worker_cpus": ">= 0",
+        "max_worker_restarts": ">= 0"}
+
     num_workers: int = 2              # worker actors (Ape-X: explorers)
     sample_batches: int = 8           # batches fetched per replay sample request
     prefetch: int = 2                 # sample requests the learner keeps in flight
@@ -67,18 +77,6 @@ class DistributedConfig(TrainerConfig):
     learner_gpus: float = 0.0         # GPUs of the learner actor (> 0: a cluster adds a GPU node)
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
-
-    @property
-    def sample_size(self) -> int:
-        return self.batch_size * self.sample_batches   # one request fetches sample_batches
-
-    def check(self) -> None:
-        super().check()
-        if self.num_workers < 1:
-            raise ValueError(f"num_workers must be a positive integer, got {self.num_workers}")
-        if self.learner_gpus < 0:
-            raise ValueError(f"learner_gpus must be >= 0 (0: the learner uses CPUs only), got "
-                             f"{self.learner_gpus}")
 
 
 class WorkerDiedError(RuntimeError):
@@ -195,6 +193,8 @@ class DistributedTrainer(Trainer):
         self.worker_nodes = ray.get([w.node_id.remote() for w in self.workers])
         self.worker_returns: list[list[tuple[int, float]]] = [[] for _ in self.workers]
         self.lost = [0] * cfg.num_workers     # chunks lost in a row, per worker
+        self.restarts = [0] * cfg.num_workers  # restarts each worker has reported
+        self.landed = self.counters["inserted"]   # transitions in the replay, highest report
         self.resend_at = [0.0] * cfg.num_workers
         self.tasks: dict[ray.ObjectRef, tuple[str, int]] = {}   # in flight: (role, worker)
         self.updates_submitted = self.counters["learner_updates"]
@@ -277,12 +277,13 @@ class DistributedTrainer(Trainer):
             self.resend_at[i] = time.perf_counter() + 1.0   # soon, not in a busy loop
             return
         self.lost[i] = 0
-        if out["pid"] != self.pids[i]:
-            c["worker_restarts"] += 1             # a new process: Ray restarted it
-            self.pids[i] = out["pid"]
+        self.pids[i] = out["pid"]
+        c["worker_restarts"] += out["restarts"] - self.restarts[i]   # as the worker counts them
+        self.restarts[i] = out["restarts"]
         c["env_steps"] += out["env_steps"]
-        if out["replay_inserted"] is not None:    # counted where the transitions landed
-            c["inserted"] = max(c["inserted"], self._inserted_at_start + out["replay_inserted"])
+        if out["replay_inserted"] is not None:    # counted where the transitions landed ...
+            self.landed = max(self.landed, self._inserted_at_start + out["replay_inserted"])
+        c["inserted"] = min(self.landed, c["env_steps"])   # ... up to the env steps counted
         c["episodes"] += len(out["episode_returns"])
         self.book_episodes(out["episode_returns"])
         self.worker_returns[i] += [(c["env_steps"], r) for r in out["episode_returns"]]

@@ -98,7 +98,7 @@ def check_finite(value, what: str, env_id: str, step: int) -> None:
     >>> check_finite(np.array([0.0, np.nan]), "observation", "Bad-v0", 12)
     Traceback (most recent call last):
     ...
-    course_lib.envs.NonFiniteError: Bad-v0 gave a non-finite observation at env step 12: [0. nan]
+    course_lib.envs.NonFiniteError: Bad-v0 gave a non-finite observation at env step 12: [ 0. nan]
     """
     array = np.asarray(value, dtype=np.float64)
     if not np.isfinite(array).all():

@@ -52,6 +52,12 @@ from course_lib.results import load_checkpoint, run_training
 class TrainerConfig(Config):
     """The settings every trainer has (an algorithm's config adds its own)."""
 
+    LIMITS: ClassVar[dict[str, str]] = {
+        "hidden": ">= 1", "lr": "> 0", "gamma": "[0, 1]", "batch_size": ">= 1",
+        "buffer_size": ">= 1", "learning_starts": ">= 0", "eval_episodes": ">= 1",
+        "confirm_episodes": ">= 0", "max_env_steps": ">= 0", "max_time_s": ">= 0",
+        "env_latency_ms": "[0, inf)"}
+
     env_id: str = "CartPole-v1"       # the gymnasium environment to train on
     hidden: tuple[int, ...] = (128, 128)  # hidden layer sizes of the networks
     lr: float = 2e-3                  # Adam learning rate
@@ -67,22 +73,14 @@ class TrainerConfig(Config):
     seed: int = 0                     # seeds the networks, the envs and the exploration
     env_latency_ms: float = 0.0       # training env steps wait this long (a remote simulator)
 
-    @property
-    def sample_size(self) -> int:
-        """Transitions one replay sample request draws (the buffer must hold that many)."""
-        return self.batch_size
-
     def check(self) -> None:
         """Refuse, in one line, settings that would fail later (at the first sample, say): the
         command line calls this before anything starts, and so does every trainer."""
-        if self.buffer_size < self.sample_size:
+        super().check()                   # each key within its LIMITS
+        if self.buffer_size < self.batch_size:
             raise ValueError(f"buffer_size {self.buffer_size} is smaller than one sample request "
-                             f"({self.sample_size} transitions): raise buffer_size or lower "
+                             f"({self.batch_size} transitions): raise buffer_size or lower "
                              "batch_size")
-        if self.eval_episodes < 1:
-            raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
-        if self.confirm_episodes < 0:
-            raise ValueError(f"confirm_episodes must be >= 0, got {self.confirm_episodes}")
 
 
 def updates_due(inserted: int, ratio: float, learning_starts: int) -> int:
@@ -202,13 +200,25 @@ class Trainer(ABC):
         """Transitions inserted since this start (the buffer's fill, up to its capacity)."""
         return self.counters["inserted"] - self._inserted_at_start
 
+    @property
+    def learning_start(self) -> int:
+        """Transitions this start stores before the learner is owed anything: learning_starts,
+        or one batch if that is more (a batch is the least the replay can sample)."""
+        return max(self.cfg.learning_starts, self.cfg.batch_size)
+
     def updates_due(self) -> int:
         """Learner updates owed now. One rule for every algorithm, also after a resume: the
-        learner waits until this start has stored max(learning_starts, one sample request)
-        transitions, then owes `updates_per_transition` for every transition after that."""
-        starts = max(self.cfg.learning_starts, self.cfg.sample_size)
+        learner waits until this start has stored `learning_start` transitions, then owes
+        `updates_per_transition` for every transition after that."""
         return self._updates_at_start + updates_due(self.stored_now,
-                                                    self.updates_per_transition, starts)
+                                                    self.updates_per_transition,
+                                                    self.learning_start)
+
+    def ratio_held(self) -> float:
+        """Learner updates done per transition past `learning_start`, in this start: the
+        `updates_per_transition` the run actually held (0 before the learner starts)."""
+        updates = self.counters["learner_updates"] - self._updates_at_start
+        return updates / max(1, self.stored_now - self.learning_start)
 
     def seed(self, *stream: int | str) -> int:
         """A seed for `stream` in this start of the run (a resume gets new ones)."""

@@ -161,7 +161,7 @@ BAD_TRAIN = {
     "ill-typed config key": (["--config", '{"batch_size": 6.5}'], "'batch_size' must be int"),
     "zero workers": (["--num-workers", "0"], "--num-workers: must be a positive integer"),
     "negative workers": (["--num-workers", "-3"], "must be a positive integer"),
-    "workers via config": (["--config", '{"num_workers": 0}'], "num_workers must be a positive"),
+    "workers via config": (["--config", '{"num_workers": 0}'], "'num_workers' must be >= 1"),
     "buffer below a batch": (["--config", '{"buffer_size": 10}'],
                              "buffer_size 10 is smaller than one sample request"),
     "missing checkpoint": (["--restore", "/nonexistent/ck"], "no checkpoint at /nonexistent"),
@@ -176,6 +176,29 @@ def test_bad_train_input_is_one_line_and_exit_2(capsys, tmp_path, args, message)
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert message in err
     assert not list(tmp_path.iterdir())                     # nothing started, nothing written
+
+
+CANNOT_WORK = {  # settings that would hang or crash inside an actor: refused before Ray starts
+    "apex lag": ("apex", '{"max_lag_updates": -1}', "'max_lag_updates' must be >= 0, got -1"),
+    "apex publish": ("apex", '{"publish_every": 0}', "'publish_every' must be >= 1"),
+    "sac tau": ("sac", '{"tau": 0}', "'tau' must be in (0, 1], got 0.0"),
+    "sac gamma": ("sac", '{"gamma": 1.01}', "'gamma' must be in [0, 1]"),
+    "dqn steps": ("dqn", '{"steps_per_iteration": 0}', "'steps_per_iteration' must be >= 1"),
+    "dqn n_step": ("dqn", '{"n_step": 0}', "'n_step' must be >= 1"),
+}
+
+
+@pytest.mark.parametrize("algo,config,message", CANNOT_WORK.values(), ids=CANNOT_WORK.keys())
+def test_a_setting_that_cannot_work_ends_in_one_line_before_ray_starts(
+        capsys, monkeypatch, tmp_path, algo, config, message):
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr("ray.init", no_ray)
+    code = cli.main(["train", "--algo", algo, "--results-dir", str(tmp_path), "--config", config])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ")
+    assert message in err and not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("what", ["meta", "state"])
@@ -344,7 +367,8 @@ def run_cli(*args, env=None, timeout=240):
     (["train", "--algo", "ppo"], "unknown algorithm 'ppo'"),
     (["evaluate", "/nonexistent/checkpoint"], "no checkpoint at"),
     (["train", "--config", '{"gamma": "high"}'], "'gamma' must be float"),  # loads torch
-], ids=["algo", "checkpoint", "config"])
+    (["train", "--config", '{"prefetch": 0}'], "'prefetch' must be >= 1, got 0"),
+], ids=["algo", "checkpoint", "config", "range"])
 def test_errors_through_python_m(args, message):
     proc = run_cli(*args)
     assert proc.returncode == 2

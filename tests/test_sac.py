@@ -228,7 +228,7 @@ BAD = {
     "unknown env": (["--env", "Pendulm-v1"], "did you mean Pendulum-v1"),
     "bad stop": (["--stop", '{"eval_return": "high"}'], "eval_return must be a number"),
     "bad config": (["--config", '{"tau": "slow"}'], "'tau' must be float"),
-    "zero workers": (["--config", '{"num_workers": 0}'], "num_workers must be a positive"),
+    "zero workers": (["--config", '{"num_workers": 0}'], "'num_workers' must be >= 1"),
 }
 
 
@@ -351,4 +351,20 @@ def test_a_gpu_learner_on_a_local_instance_without_gpus_is_refused_in_one_line(r
 
 def test_negative_learner_gpus_are_refused_before_ray_starts(capsys):
     assert cli.main(["train", "--algo", "sac", "--config", '{"learner_gpus": -1}']) == 2
-    assert "learner_gpus must be >= 0" in capsys.readouterr().err
+    assert "'learner_gpus' must be >= 0" in capsys.readouterr().err
+
+
+def test_the_quick_run_trains_from_learning_starts_and_its_utd_column_is_the_ratio_held(
+        ray_local):
+    """The SAC run CI executes (the quick preset: 1,500 env steps, learning_starts 400) trains
+    from its 400th transition on, not from the 2,048th (batch 256 x 8 batches), and its `utd`
+    column reads the ratio the driver holds: updates per transition past the start. The
+    learner may trail the ratio by the lag the workers wait for, never lead it."""
+    cfg = SACConfig.preset(quick=True)
+    assert cfg.max_env_steps < cfg.batch_size * cfg.sample_batches   # the old start
+    result = sac.train_sac(cfg.updated({"max_time_s": 240.0}))
+    last = result.last
+    assert result.stopped_by == "env_steps" and last["learner_updates"] > 0
+    lag = cfg.max_lag_updates + cfg.learner_chunk + cfg.num_workers * cfg.worker_chunk
+    low = cfg.utd_ratio * (1 - lag / (cfg.max_env_steps - cfg.learning_starts))
+    assert low <= last["utd"] <= cfg.utd_ratio + 1e-9

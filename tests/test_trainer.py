@@ -1,10 +1,12 @@
 """The shared trainer skeleton: evaluated snapshots, fresh evaluation seeds, the update debt,
 start-up, counting where transitions land, restarts, and refusing bad configs early."""
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -48,6 +50,24 @@ def test_updates_due_owes_nothing_for_the_transitions_that_fill_the_buffer():
     assert trainer.updates_due() == 0
     trainer.counters["inserted"] = 1_400
     assert trainer.updates_due() == 100
+
+
+@pytest.mark.parametrize("config,per_update", [(sac.SACConfig(learning_starts=1_000), 1),
+                                                (ApexConfig(learning_starts=1_000,
+                                                            batch_size=256), 16)])
+def test_the_first_update_is_owed_right_after_learning_starts(config, per_update):
+    """Not after max(learning_starts, batch_size x sample_batches) = 2,048 transitions:
+    a request's batches are drawn one by one, so one batch stored is enough to sample."""
+    cfg = config
+    assert cfg.batch_size * cfg.sample_batches > 1_000
+    trainer = Stub(cfg)
+    trainer.updates_per_transition = 1 / per_update     # SAC: utd 1; Ape-X: 16 / 256
+    trainer.counters["inserted"] = 1_000
+    assert trainer.updates_due() == 0
+    trainer.counters["inserted"] = 1_000 + per_update
+    assert trainer.updates_due() == 1
+    small = dataclasses.replace(cfg, learning_starts=10)
+    assert Stub(small).learning_start == cfg.batch_size   # one batch at least
 
 
 def test_after_a_resume_learning_starts_applies_again_and_the_seeds_change():
@@ -158,23 +178,46 @@ def test_a_worker_never_acts_without_the_learners_weights(ray_local):
         ray.kill(replay)
 
 
-def test_inserted_transitions_are_counted_where_they_land(ray_local):
-    """The driver takes the replay actor's own count, which a lost or resent chunk cannot
-    inflate or lose; results that arrive out of order never lower it."""
-    trainer = ApexTrainer.__new__(ApexTrainer)            # the counting, without actors
+def bare_apex() -> ApexTrainer:
+    """An ApexTrainer's counting, without actors: two workers, nothing booked yet."""
+    trainer = ApexTrainer.__new__(ApexTrainer)
     Trainer.__init__(trainer, TINY_APEX)
     trainer.pids, trainer.lost, trainer.worker_returns = [1, 2], [0, 0], [[], []]
-    trainer._train_returns = []
+    trainer.restarts, trainer.landed, trainer._train_returns = [0, 0], 0, []
+    return trainer
 
-    def book(i, inserted):
-        out = {"env_steps": 100, "episode_returns": [], "pid": i + 1, "replay_inserted": inserted}
-        trainer._book_collect(ray.put(out), i)
 
-    book(0, 150)
-    book(1, 120)                   # worker 1's last add landed before worker 0's
-    assert trainer.counters["inserted"] == 150
-    book(1, None)                  # sent nothing this chunk
-    assert trainer.counters["inserted"] == 150 and trainer.counters["env_steps"] == 300
+def book(trainer, i, inserted, restarts=0):
+    """Book a 100-step chunk of worker i whose last add left `inserted` in the replay."""
+    out = {"env_steps": 100, "episode_returns": [], "pid": 10 * i + restarts,
+           "restarts": restarts, "replay_inserted": inserted}
+    trainer._book_collect(ray.put(out), i)
+
+
+def test_inserted_transitions_are_counted_where_they_land(ray_local):
+    """The driver takes the replay actor's own count, which a lost or resent chunk cannot
+    inflate or lose; results that arrive out of order never lower it; and it never exceeds
+    the env steps counted (each transition is one env step's): transitions of another
+    worker's chunk, or of a chunk lost in a crash, land before their env steps are booked."""
+    trainer = bare_apex()
+    c = trainer.counters
+    book(trainer, 0, 150)          # 50 of worker 1's transitions landed already
+    assert c["inserted"] == 100 == c["env_steps"]
+    book(trainer, 1, 120)          # worker 1's last add landed before worker 0's
+    assert c["inserted"] == 150 and c["env_steps"] == 200
+    book(trainer, 1, None)         # sent nothing this chunk
+    assert c["inserted"] == 150 and c["env_steps"] == 300
+    book(trainer, 0, 420)          # a crash lost 100 env steps whose transitions landed
+    assert c["inserted"] == 400 == c["env_steps"]
+
+
+def test_two_restarts_between_two_results_count_two(ray_local):
+    trainer = bare_apex()
+    book(trainer, 0, None, restarts=2)    # one new pid, but Ray restarted it twice
+    assert trainer.counters["worker_restarts"] == 2
+    book(trainer, 0, None, restarts=2)
+    book(trainer, 1, None, restarts=1)
+    assert trainer.counters["worker_restarts"] == 3
 
 
 class CrashingExplorer(apex.Explorer.__ray_actor_class__):
@@ -212,14 +255,19 @@ def test_sac_rollout_workers_restart_like_explorers(ray_local):
     trainer = sac.SACTrainer(cfg)
     try:
         trainer.step()
-        old_pid = trainer.pids[0]
-        ray.kill(trainer.workers[0], no_restart=False)
+        old_pid = pid = trainer.pids[0]
+        worker = trainer.workers[0]
+        for _ in range(2):                 # twice, before the driver books a result again
+            ray.kill(worker, no_restart=False)
+            while (new := ray.get(worker.pid.remote(), timeout=300)) == pid:
+                time.sleep(0.1)            # the kill has not landed yet: ask again
+            pid = new
         for _ in range(40):
             trainer.step()
             if trainer.pids[0] != old_pid:
                 break
-        assert trainer.counters["worker_restarts"] == 1 and trainer.pids[0] != old_pid
-        assert trainer.step()["worker_restarts"] == 1     # the next snapshot's row says so
+        assert trainer.counters["worker_restarts"] == 2 and trainer.pids[0] == pid
+        assert trainer.step()["worker_restarts"] == 2     # the next snapshot's row says so
     finally:
         trainer.close()
 
@@ -312,3 +360,48 @@ def test_a_row_is_one_moment_its_counters_and_the_training_that_led_to_it():
     assert row["train_return"] == 200.0
     assert row["updates_per_s"] == pytest.approx(30 / (second.counters["time_s"]
                                                        - first.counters["time_s"]))
+
+
+# --- settings that cannot work are refused by check(), in one line -------------------------------
+
+CANNOT_WORK = [  # (config, key, value, allowed)
+    (ApexConfig, "max_lag_updates", -1, ">= 0"), (ApexConfig, "publish_every", 0, ">= 1"),
+    (sac.SACConfig, "learner_chunk", 0, ">= 1"), (ApexConfig, "prefetch", 0, ">= 1"),
+    (DQNConfig, "steps_per_iteration", 0, ">= 1"), (DQNConfig, "target_update_every", 0, ">= 1"),
+    (ApexConfig, "target_update_every", 0, ">= 1"), (DQNConfig, "gamma", 1.5, "[0, 1]"),
+    (sac.SACConfig, "gamma", -0.1, "[0, 1]"), (ApexConfig, "n_step", 0, ">= 1"),
+    (DQNConfig, "eval_episodes", 0, ">= 1"), (sac.SACConfig, "tau", 0.0, "(0, 1]"),
+    (sac.SACConfig, "tau", 1.5, "(0, 1]"), (ApexConfig, "worker_chunk", 0, ">= 1"),
+    (sac.SACConfig, "send_every", 0, ">= 1"), (ApexConfig, "pull_every", 0, ">= 1"),
+    (ApexConfig, "sample_batches", 0, ">= 1"), (DQNConfig, "batch_size", 0, ">= 1"),
+    (sac.SACConfig, "buffer_size", 0, ">= 1"), (DQNConfig, "lr", 0.0, "> 0"),
+    (sac.SACConfig, "lr", float("nan"), "> 0"), (ApexConfig, "eps", 1.5, "[0, 1]"),
+    (DQNConfig, "eps_end", -0.1, "[0, 1]"), (ApexConfig, "priority_alpha", -1.0, "[0, 1]"),
+    (DQNConfig, "priority_beta", 2.0, "[0, 1]"), (ApexConfig, "num_workers", 0, ">= 1"),
+    (sac.SACConfig, "learner_cpus", -1.0, ">= 0"), (ApexConfig, "hidden", (0, 32), ">= 1"),
+    (DQNConfig, "hidden", (), ">= 1"), (DQNConfig, "confirm_episodes", -1, ">= 0"),
+    (sac.SACConfig, "utd_ratio", 0.0, "> 0"), (sac.SACConfig, "init_alpha", 0.0, "> 0"),
+    (ApexConfig, "max_worker_restarts", -1, ">= 0"), (DQNConfig, "replay_ratio", 0.0, "> 0"),
+    (DQNConfig, "grad_clip", 0.0, "> 0"), (ApexConfig, "learning_starts", -1, ">= 0"),
+    (sac.SACConfig, "max_env_steps", -5, ">= 0"), (ApexConfig, "eval_every_s", -1.0, ">= 0"),
+    (ApexConfig, "env_latency_ms", -1.0, "[0, inf)"), (DQNConfig, "num_envs", 0, ">= 1"),
+    (sac.SACConfig, "env_latency_ms", float("inf"), "[0, inf)"),
+    (DQNConfig, "env_latency_ms", float("nan"), "[0, inf)"),
+]
+
+
+@pytest.mark.parametrize("config,key,value,allowed", CANNOT_WORK,
+                         ids=[f"{c.__name__}.{k}={v}" for c, k, v, _ in CANNOT_WORK])
+def test_a_setting_that_cannot_work_is_refused_in_one_line(config, key, value, allowed):
+    bad = dataclasses.replace(config(), **{key: value})
+    with pytest.raises(ValueError) as info:
+        bad.check()
+    message = str(info.value)
+    assert f"'{key}'" in message and allowed in message and "\n" not in message
+
+
+@pytest.mark.parametrize("config", [DQNConfig, ApexConfig, sac.SACConfig])
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_presets_and_budgets_switched_off_pass_the_check(config, quick):
+    config.preset(quick=quick).check()
+    config().updated({"max_env_steps": None, "max_time_s": None, "target_return": None}).check()

@@ -34,6 +34,9 @@ class DQNConfig(DQNSettings):
     QUICK: ClassVar[dict] = {"max_env_steps": 3_000, "target_return": None,
                              "learning_starts": 500, "steps_per_iteration": 500,
                              "eval_episodes": 3}
+    LIMITS: ClassVar[dict[str, str]] = {"eps_start": "[0, 1]", "eps_end": "[0, 1]",
+                                        "eps_decay_steps": ">= 0", "steps_per_iteration": ">= 1",
+                                        "num_envs": ">= 1"}
     eps_start: float = 1.0            # exploration epsilon at the first step ...
     eps_end: float = 0.02             # ... decays linearly to this ...
     eps_decay_steps: int = 10_000     # ... over this many env steps

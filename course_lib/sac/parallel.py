@@ -37,6 +37,8 @@ class SACConfig(DistributedConfig):
     QUICK: ClassVar[dict] = {"max_env_steps": 1_500, "max_time_s": 60.0, "target_return": None,
                              "hidden": (64, 64), "start_steps": 400, "learning_starts": 400,
                              "eval_every_s": 2.0, "eval_episodes": 3}
+    LIMITS: ClassVar[dict[str, str]] = {"alpha_lr": "> 0", "init_alpha": "> 0", "tau": "(0, 1]",
+                                        "utd_ratio": "> 0", "start_steps": ">= 0"}
     env_id: str = "Pendulum-v1"       # any gymnasium env with a 1-D Box action space
     hidden: tuple[int, ...] = (64, 64)  # hidden layer sizes of the actor and both critics
     lr: float = 3e-3                  # Adam learning rate of the actor and the critics
@@ -183,8 +185,7 @@ class SACTrainer(DistributedTrainer):
                 partial(deterministic_returns, env_id=self.cfg.env_id))
 
     def row_extras(self) -> dict[str, float]:
-        c = self.counters
-        return {"utd": c["learner_updates"] / max(1, c["inserted"] - self.cfg.learning_starts)}
+        return {"utd": self.ratio_held()}
 
 
 def train_sac(config: SACConfig, progress=None, run=None, restore: dict | str | None = None):
