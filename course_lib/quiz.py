@@ -58,6 +58,14 @@ class Quiz(widgets.VBox):
                 "text/html": static_html(self.questions)}
 
 
+def inline_html(text: str) -> str:
+    """`text` escaped for HTML, with its `code` spans (Markdown backticks) set as code."""
+    parts = html.escape(text).split("`")
+    if len(parts) % 2 == 0:                     # an unpaired backtick: leave the text as it is
+        return html.escape(text)
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
 def static_text(questions) -> str:
     """The questions and their options as text (no answers)."""
     return "\n".join(f"{n}. {q.prompt}\n" + "\n".join(f"   ( ) {o}" for o in q.options)
@@ -67,8 +75,8 @@ def static_text(questions) -> str:
 def static_html(questions) -> str:
     """The questions and their options as plain HTML (no answers), for a quiz not yet run."""
     items = "".join(
-        f"<li><b>{html.escape(q.prompt)}</b><ul>"
-        + "".join(f"<li>{html.escape(o)}</li>" for o in q.options) + "</ul></li>"
+        f"<li><b>{inline_html(q.prompt)}</b><ul>"
+        + "".join(f"<li>{inline_html(o)}</li>" for o in q.options) + "</ul></li>"
         for q in questions)
     return (f'<div class="course-quiz"><ol>{items}</ol><p><i>Run this cell to pick your '
             f"answers and check them.</i></p></div>")
@@ -88,6 +96,6 @@ def quiz(*questions: Question) -> Quiz:
             verdict.value = html.escape(question.feedback(choices.value))
 
         button.on_click(check)
-        title = widgets.HTML(f"<b>{number}. {html.escape(question.prompt)}</b>")
+        title = widgets.HTML(f"<b>{number}. {inline_html(question.prompt)}</b>")
         blocks.append(widgets.VBox([title, choices, button, verdict]))
     return Quiz(questions, blocks)

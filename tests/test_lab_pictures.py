@@ -25,8 +25,10 @@ import scripts.notebooks as nbtools
 
 NOTEBOOKS = nbtools.all_notebooks()
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-# Lay every cell out (JupyterLab's default renders only the cells near the viewport).
-SETTINGS = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
+# Lay every cell out (JupyterLab's default renders only the cells near the viewport); no
+# "Jupyter news?" pop-up over the screenshots.
+SETTINGS = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}
 
 # What the page shows of the current notebook, or null while it is still loading.
 SHOWN = r"""(expected) => {
@@ -120,7 +122,7 @@ def test_every_stored_picture_is_shown_before_anything_runs(edition, name, brows
         assert shown is not None, f"{label}/{name} did not open"
         first = page.locator(".jp-OutputArea-output img").first
         if first.count():
-            first.scroll_into_view_if_needed()
+            first.evaluate("img => img.scrollIntoView({block: 'center'})")
         shot = artifacts / f"lab-{label}-{name.removesuffix('.ipynb')}.png"
         page.screenshot(path=shot)
         page_errors = list(errors)    # not those of shutting down a kernel still starting
