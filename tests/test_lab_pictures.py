@@ -10,9 +10,11 @@ copy of notebooks/ (the instructor edition), one JupyterLab each, each notebook 
 workspace in headless Chromium. It keeps one screenshot per notebook in build/test-artifacts/
 (lab-<edition>-<notebook>.png, scrolled to the notebook's first picture).
 
-No cell runs and no Ray starts (opening a notebook starts its kernel, shut down after); about a
-minute for the 18 notebooks. Deselect with `-m "not browser"`. Every output is laid out
-(`windowingMode: none`) so that pictures below the fold are counted too.
+No cell runs and no Ray starts (opening a notebook starts its kernel, shut down after); about
+two minutes for the 18 notebooks on a loaded 2-core machine. Deselect with `-m "not browser"`.
+Every output is laid out (`windowingMode: none`) so that pictures below the fold are counted.
+A quiz (an ipywidgets view, which JupyterLab renders only in a trusted notebook) counts as
+rendered when the page shows the widget or the static HTML fallback its output carries.
 """
 
 import shutil
