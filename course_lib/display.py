@@ -110,7 +110,7 @@ class SvgPicture:
 def show_svg(path, width: int | None = None) -> SvgPicture:
     """The SVG file `path` for display, `width` pixels wide (default: the file's own width),
     never wider than the notebook."""
-    return SvgPicture(Path(path), width)
+    return SvgPicture(Path(path).resolve(), width)
 
 
 def show_diagram(name: str) -> SvgPicture:
