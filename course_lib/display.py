@@ -6,8 +6,13 @@ and the decks' diagrams with `show_diagram(name)`.
 
 from __future__ import annotations
 
+import base64
+import html
 import importlib
 import inspect
+from pathlib import Path
+
+DIAGRAM_WIDTH = 860      # px: a diagram's width in a notebook (it shrinks with a narrow window)
 
 
 def unwrap(obj):
@@ -73,14 +78,49 @@ def show_source(*objects) -> Source:
     return Source(*objects)
 
 
-def show_diagram(name: str):
+class SvgPicture:
+    """An SVG file for display as an HTML `<img>` holding the file as a data URI.
+
+    Why not IPython's `SVG`: JupyterLab renders an `image/svg+xml` output only in a notebook it
+    trusts, and it trusts none it did not execute itself (a fresh clone, the attendee edition
+    `make lab` writes); there the reader sees `<IPython.core.display.SVG object>` until the cell
+    runs. An `<img>` in sanitized HTML renders trusted or not. The file's text goes in as
+    written, so the output is the same on every machine and Python version."""
+
+    def __init__(self, path: Path, width: int | None = None):
+        self.path, self.width = path, width
+        self.svg = path.read_text(encoding="utf-8").strip()
+
+    def __repr__(self) -> str:
+        return f"[picture {self._name()}]"
+
+    def _name(self) -> str:
+        from course_lib.workspace import REPO
+
+        return (self.path.relative_to(REPO) if self.path.is_relative_to(REPO)
+                else self.path).as_posix()
+
+    def _repr_html_(self) -> str:
+        data = base64.b64encode(self.svg.encode("utf-8")).decode("ascii")
+        width = f' width="{self.width}"' if self.width else ""
+        return (f'<img src="data:image/svg+xml;base64,{data}"{width} '
+                f'alt="{html.escape(self._name())}">')
+
+
+def show_svg(path, width: int | None = None) -> SvgPicture:
+    """The SVG file `path` for display, `width` pixels wide (default: the file's own width),
+    never wider than the notebook."""
+    return SvgPicture(Path(path).resolve(), width)
+
+
+def show_diagram(name: str) -> SvgPicture:
     """The diagram `slides/diagrams/<name>.svg`, the same picture the decks show, for display.
 
     Read from the repository (found from this package, so it works from notebooks/, from an
     attendee's workshop/ folder and offline); a missing name fails with the list of diagrams.
+    The diagrams have no size of their own (a viewBox 1000 units wide): they are shown
+    DIAGRAM_WIDTH pixels wide, where their 20-unit text reads at about 17 px.
     """
-    from IPython.display import SVG
-
     from course_lib.workspace import REPO
 
     folder = REPO / "slides" / "diagrams"
@@ -88,8 +128,4 @@ def show_diagram(name: str):
     if not path.is_file():
         known = sorted(p.stem for p in folder.glob("*.svg"))
         raise FileNotFoundError(f"no diagram slides/diagrams/{name}.svg; known: {known}")
-    svg = SVG(filename=str(path))
-    # the file's text as written: IPython re-writes an SVG through minidom, whose escaping of
-    # quotes changed in Python 3.13, so the same file would display differently on 3.11 and 3.13
-    svg._data = path.read_text(encoding="utf-8").strip()
-    return svg
+    return show_svg(path, width=DIAGRAM_WIDTH)

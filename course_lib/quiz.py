@@ -5,12 +5,18 @@ click, each answer explained.
 
 shows one block per question (ipywidgets: radio buttons, a Check button, the verdict with its
 explanation). The questions live in the notebooks, next to the lesson they ask about.
+
+A widget's stored view renders only in a notebook JupyterLab trusts, and it trusts none it did
+not run itself (a fresh clone, the attendee edition): the quiz output therefore also carries
+the questions as plain HTML (no answers), which JupyterLab shows until the cell runs.
 """
 
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+
+import ipywidgets as widgets
 
 
 @dataclass(frozen=True)
@@ -38,10 +44,46 @@ class Question:
         return f"❌ Not quite: the answer is “{self.options[self.answer]}”. {self.why}"
 
 
-def quiz(*questions: Question):
-    """A widget with every question, numbered, each checked on its own."""
-    import ipywidgets as widgets
+class Quiz(widgets.VBox):
+    """The question blocks; its output also holds the questions as text and HTML (no answers),
+    which is what a reader sees before the cell runs."""
 
+    def __init__(self, questions: tuple[Question, ...], blocks):
+        super().__init__(blocks)
+        self.questions = questions
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        return {**bundle, "text/plain": static_text(self.questions),
+                "text/html": static_html(self.questions)}
+
+
+def inline_html(text: str) -> str:
+    """`text` escaped for HTML, with its `code` spans (Markdown backticks) set as code."""
+    parts = html.escape(text).split("`")
+    if len(parts) % 2 == 0:                     # an unpaired backtick: leave the text as it is
+        return html.escape(text)
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def static_text(questions) -> str:
+    """The questions and their options as text (no answers)."""
+    return "\n".join(f"{n}. {q.prompt}\n" + "\n".join(f"   ( ) {o}" for o in q.options)
+                     for n, q in enumerate(questions, 1))
+
+
+def static_html(questions) -> str:
+    """The questions and their options as plain HTML (no answers), for a quiz not yet run."""
+    items = "".join(
+        f"<li><b>{inline_html(q.prompt)}</b><ul>"
+        + "".join(f"<li>{inline_html(o)}</li>" for o in q.options) + "</ul></li>"
+        for q in questions)
+    return (f'<div class="course-quiz"><ol>{items}</ol><p><i>Run this cell to pick your '
+            f"answers and check them.</i></p></div>")
+
+
+def quiz(*questions: Question) -> Quiz:
+    """A widget with every question, numbered, each checked on its own."""
     blocks = []
     for number, question in enumerate(questions, 1):
         choices = widgets.RadioButtons(
@@ -54,6 +96,6 @@ def quiz(*questions: Question):
             verdict.value = html.escape(question.feedback(choices.value))
 
         button.on_click(check)
-        title = widgets.HTML(f"<b>{number}. {html.escape(question.prompt)}</b>")
+        title = widgets.HTML(f"<b>{number}. {inline_html(question.prompt)}</b>")
         blocks.append(widgets.VBox([title, choices, button, verdict]))
-    return widgets.VBox(blocks)
+    return Quiz(questions, blocks)

@@ -8,24 +8,11 @@ server, the kernel and the kernel's Ray processes all carry a marker in their en
 are killed by it at the end, pass or fail.
 """
 
-import json
-import os
-import secrets
 import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-from browser_support import RequestLog, assert_not_blank
+from browser_support import ROOT, RequestLog, assert_not_blank, jupyter_lab
 
-from course_lib.cluster import free_port, kill_marked
-
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "00_setup_check.ipynb"
 RUN_TIMEOUT_S = 300
 # The notebook as JupyterLab's model has it: finished? which outputs are errors (with the text
@@ -44,66 +31,14 @@ STATE = """() => {
 }"""
 
 
-def _get(url: str, timeout_s: float = 5.0):
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:
-        return json.loads(response.read())
-
-
 @pytest.fixture
 def lab_server(tmp_path):
-    """`jupyter lab notebooks/` (as `make lab` runs it) on a free port; yields its base URL
-    and token; stops the server, its kernels and their Ray processes afterwards."""
+    """`jupyter lab` on a copy of notebooks/ (as `make lab` runs it); yields its base URL and
+    token; stops the server, its kernels and their Ray processes afterwards."""
     root = tmp_path / "notebooks"
     shutil.copytree(ROOT / "notebooks", root)
-    port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, COURSE_QUICK="1", RAY_AUTH_MODE="disabled",
-               # short: Ray's socket paths under it must stay within 107 bytes
-               RAY_TMPDIR=tempfile.mkdtemp(prefix="rt-lab-", dir="/tmp"),
-               JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "lab-settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "lab-workspaces"),
-               COURSE_LAB_TEST=str(tmp_path))
-    jupyter = Path(sys.executable).with_name("jupyter")
-    cmd = [str(jupyter), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           f"--ServerApp.token={token}", "--ServerApp.port_retries=0",
-           "--LabApp.expose_app_in_browser=True", str(root)]
-    if os.geteuid() == 0:
-        cmd.insert(2, "--allow-root")                 # as the Makefile's LAB_ARGS does
-    log = open(tmp_path / "jupyter.log", "w")        # noqa: SIM115 (closed below)
-    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True, cwd=ROOT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                _get(f"{base}/api/status?token={token}")
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start:\n"
-                                + (tmp_path / "jupyter.log").read_text()[-3000:])
-                time.sleep(0.5)
-        yield base, token
-    finally:
-        try:                                         # shut the kernels down politely first
-            for kernel in _get(f"{base}/api/kernels?token={token}"):
-                request = urllib.request.Request(
-                    f"{base}/api/kernels/{kernel['id']}?token={token}", method="DELETE")
-                urllib.request.urlopen(request, timeout=10).close()
-        except OSError:
-            pass
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(timeout=10)
-        kill_marked("COURSE_LAB_TEST", str(tmp_path))   # kernels and Ray processes left behind
-        log.close()
-        shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+    with jupyter_lab(root, tmp_path) as server:
+        yield server
 
 
 @pytest.mark.browser

@@ -39,6 +39,19 @@ def test_clicking_check_shows_the_verdict():
     assert verdict.value.startswith("❌")
 
 
+def test_a_quiz_not_yet_run_shows_its_questions_without_the_answers():
+    """JupyterLab shows a widget only in a notebook it trusts: before the quiz cell runs, the
+    reader sees the output's HTML (or text) instead, which must be the questions, not a repr."""
+    tricky = Question("Is `a < b` true?", ["yes", "no"], answer=0, why="SECRET reason")
+    bundle = quiz(tricky, QUESTION)._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    page, text = bundle["text/html"], bundle["text/plain"]
+    assert "1. Is `a < b` true?" in text and "( ) ray.get(ref)" in text
+    assert "<code>a &lt; b</code>" in page and "<li>ray.get(ref)</li>" in page
+    assert "Run this cell" in page
+    assert "SECRET" not in page + text and "✅" not in page + text
+
+
 @pytest.mark.parametrize("path", all_notebooks(), ids=lambda p: p.stem)
 def test_each_notebook_ends_with_questions_and_further_reading(path):
     cells = nbformat.read(path, as_version=4).cells

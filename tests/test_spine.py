@@ -10,7 +10,7 @@ import pytest
 matplotlib.use("Agg")
 
 from course_lib import config, ray_setup
-from course_lib.display import show_source
+from course_lib.display import show_diagram, show_source, show_svg
 from course_lib.plotting import plot_comparison, plot_learning_curves, plot_task_timeline
 from course_lib.progress import LiveProgress
 
@@ -159,3 +159,27 @@ def test_in_notebook_knows_kernels_and_their_subclasses(monkeypatch):
                             (object.__new__(Shell), True)):
         monkeypatch.setattr(IPython, "get_ipython", lambda shell=shell: shell)
         assert in_notebook() is expected, shell
+
+
+def test_a_diagram_is_an_img_that_untrusted_notebooks_render(tmp_path):
+    """JupyterLab shows an image/svg+xml output only in a notebook it trusts (not a fresh clone,
+    not the attendee edition): a diagram is an HTML <img> holding the file, as written."""
+    import base64
+
+    from IPython.core.formatters import DisplayFormatter
+
+    from course_lib.workspace import REPO
+
+    data, _ = DisplayFormatter().format(show_diagram("apex"))
+    assert set(data) == {"text/html", "text/plain"}
+    assert data["text/plain"] == "[picture slides/diagrams/apex.svg]"
+    page = data["text/html"]
+    assert page.startswith('<img src="data:image/svg+xml;base64,') and 'width="860"' in page
+    encoded = page.split("base64,")[1].split('"')[0]
+    assert base64.b64decode(encoded).decode() == \
+        (REPO / "slides" / "diagrams" / "apex.svg").read_text().strip()
+    with pytest.raises(FileNotFoundError, match="known: .*'apex'"):
+        show_diagram("no_such")
+    (tmp_path / "own.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="9"/>')
+    assert "width=" not in DisplayFormatter().format(show_svg(tmp_path / "own.svg"))[0][
+        "text/html"].split("base64,")[0]
