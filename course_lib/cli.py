@@ -11,7 +11,9 @@
 A run writes `results/<algo>_<env>_<time>/` (see `course_lib.results`). Exit status: 0 when
 the goal (`eval_return`) was reached, or the budget used up when there was no goal; 1 when
 the budget ran out first; 2 for bad input (also an env that returns NaN or inf mid-run),
-with one `error: ...` line on stderr; 3 when Ray does not start (one line too); 130 when
+with one `error: ...` line on stderr; 3 when Ray does not start (one line too); 4 when the
+run crashed (a part failed: an explorer that kept dying, the replay actor, the learner, ...),
+with one line naming the part and the traceback in the run folder's `error.txt`; 130 when
 interrupted.
 
 Adding an algorithm: write a module with an `ALGORITHM = results.Algorithm(config class,
@@ -39,7 +41,8 @@ ALGORITHMS: dict[str, str] = {
     "sac": "course_lib.sac",
 }
 
-EXIT_REACHED, EXIT_BUDGET, EXIT_USAGE, EXIT_NO_RAY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_REACHED, EXIT_BUDGET, EXIT_USAGE, EXIT_NO_RAY, EXIT_CRASHED, EXIT_INTERRUPTED = (
+    0, 1, 2, 3, 4, 130)
 
 
 class UsageError(Exception):
@@ -268,21 +271,39 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
-    from course_lib.distributed import WorkerDiedError
     from course_lib.envs import NonFiniteError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
-    except (NonFiniteError, WorkerDiedError) as err:   # the env or a worker went bad mid-run
+    except NonFiniteError as err:                # the env went bad mid-run
         raise UsageError(f"{err}; results so far in {run.path}") from None
+    except results.OutOfTime as err:             # before the first evaluation ended
+        print(f"{err}; nothing was evaluated; results so far in {run.path}", file=sys.stderr)
+        return EXIT_BUDGET
     except KeyboardInterrupt:
         print(f"interrupted; results so far in {run.path}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as err:                     # a part of the run failed: say which, once
+        return crashed(err, run.path)
     finally:
         run.close()
     print(result.summary(algo_name, cfg.env_id, cfg.target_return)
           + f"; results in {run.path}"
           + (f"; checkpoint {result.checkpoint}" if result.checkpoint else ""))
     return EXIT_REACHED if result.reached else EXIT_BUDGET
+
+
+def crashed(err: Exception, run_path: Path) -> int:
+    """A crashed run: one `error:` line (the part that failed, from `failures`, or the error's
+    first line), the full traceback in the run folder's `error.txt`; EXIT_CRASHED."""
+    import traceback
+
+    from course_lib.failures import PartFailedError, StartError, WorkerDiedError
+
+    (run_path / "error.txt").write_text("".join(traceback.format_exception(err)))
+    named = isinstance(err, PartFailedError | StartError | WorkerDiedError)
+    print(f"error: {err if named else 'the run crashed: ' + first_line(err)}; results so far "
+          f"in {run_path} (traceback in error.txt)", file=sys.stderr)
+    return EXIT_CRASHED
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -48,7 +49,8 @@ class DQNTrainer(Trainer):
     """One env, one prioritized buffer, one DQNLearner, in this process.
 
     `step()` runs one iteration (`steps_per_iteration` env steps, with the learner updates
-    that fall due interleaved), then evaluates a snapshot of the learner (`trainer.Trainer`);
+    that fall due interleaved; fewer when the wall-clock budget runs out), then evaluates a
+    snapshot of the learner (`trainer.Trainer`);
     `DQNTrainer(cfg, restore=checkpoint)` continues from one (network, optimiser and
     counters; the replay buffer starts empty and refills).
     """
@@ -84,6 +86,7 @@ class DQNTrainer(Trainer):
         cfg, c, learner = self.cfg, self.counters, self.learner
         t0, steps0, updates0 = time.perf_counter(), c["env_steps"], learner.updates
         returns, losses = [], []
+        deadline = math.inf if cfg.max_time_s is None else self.start + cfg.max_time_s
         for _ in range(cfg.steps_per_iteration):
             # -- act and store the n-step transitions that are complete --------------------
             eps = linear_epsilon(c["env_steps"], cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
@@ -107,6 +110,8 @@ class DQNTrainer(Trainer):
                 info = learner.update(batch)
                 self.buffer.update_priorities(batch["indices"], info["priorities"])
                 losses.append(info["loss"])
+            if time.perf_counter() >= deadline:   # the clock ran out: evaluate what we have
+                break
         c["learner_updates"] = learner.updates
         elapsed = time.perf_counter() - t0
         # -- evaluate exactly the weights a checkpoint of this iteration would hold ----------
