@@ -25,7 +25,13 @@ worker plays with a new seed. A crash loses what was only in the worker's memory
 (at most `send_every` transitions), its n-step window, and the env steps of the chunk under way
 (the transitions that reached the replay actor are kept and counted: the replay actor counts
 insertions, not the workers). A worker that keeps dying ends the run with one line
-(`WorkerDiedError`) once Ray has restarted it `max_worker_restarts` times.
+(`WorkerDiedError`) once Ray has restarted it `max_worker_restarts` times. Any other failure
+ends the run with one line naming the actor at fault (`failures.PartFailedError`: "the replay
+actor died: ...", "learner failed: ..."); a failed start kills every actor created so far and
+names the one that could not start (`failures.StartError`).
+
+Time: the driver never waits past `max_time_s`; an iteration whose snapshot is not scored by
+then is dropped (`results.OutOfTime`) and the run ends on its last scored snapshot.
 """
 
 from __future__ import annotations
@@ -166,11 +172,13 @@ class DistributedTrainer(Trainer):
             **self.replay_options()))
         self.params = parts.add("parameter server",
                                 ParameterServer.options(name=f"{prefix}-params").remote())
-        parts.start("replay actor", self.replay.__ray_ready__.remote())
-        parts.start("parameter server", self.params.__ray_ready__.remote())
         self.learner = parts.add("learner", self.Learner.options(
             num_cpus=res["learner"], num_gpus=res["learner_gpus"]).remote(
             cfg, self.dims, prefix, restore["learner"] if restore else None, self.seed("learner")))
+        # awaited in this order, so that a learner that failed because the replay actor did
+        # is not blamed for it
+        parts.start("replay actor", self.replay.__ray_ready__.remote())
+        parts.start("parameter server", self.params.__ray_ready__.remote())
         self.learner_device = parts.start("learner", self.learner.ready.remote())  # published
         self.workers = [parts.add(f"{self.worker_name} {i}", self.Worker.options(
             num_cpus=res["worker"], scheduling_strategy="SPREAD",   # across a cluster's nodes

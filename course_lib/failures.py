@@ -45,8 +45,10 @@ def reason(err: BaseException) -> str:
         return reason(err.cause) if err.cause is not None else _last_line(str(err))
     if isinstance(err, RayActorError) and err.actor_init_failed:
         return _last_line(str(err))        # "...Traceback...\nModule.Error: what went wrong"
-    if isinstance(err, RayActorError):
-        return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if isinstance(err, RayActorError):     # Ray's line, then its "\tkey: value" details,
+        lines = str(err).strip().splitlines() or [type(err).__name__]   # then why, if known
+        why = [line.strip() for line in lines[1:] if line.strip() and not line.startswith("\t")]
+        return " ".join(lines[:1] + why[-1:])
     return first_line(err)
 
 
@@ -87,7 +89,7 @@ class Parts:
         except ray.exceptions.RayError as err:
             dead = actor_died(err)
             part = self.name_of(dead.actor_id, name) if dead is not None else name
-            hint = (": register the env in a module the workers import (an env registered "
+            hint = ("; register the env in a module the workers import (an env registered "
                     "only in a notebook is unknown to the actors)"
                     if "gymnasium.error" in str(err) and "NotFound" in str(err) else "")
             raise StartError(f"{part} could not start: {reason(err)}{hint}") from None
