@@ -303,7 +303,7 @@ class DistributedTrainer(Trainer):
                 raise OutOfTime(self._out_of_time_message())
             self._schedule()
             left = max(0.0, cfg.eval_every_s - (now - t0))
-            wait = min(deadline - now, 1e9) if self._scored is None else left
+            wait = min(deadline - now, 3600.0) if self._scored is None else left   # (finite)
             if not self.tasks:                    # only a worker waiting to be resent
                 time.sleep(min(wait, 0.1))
                 continue
