@@ -302,7 +302,16 @@ SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
             "soak": ("Held under load: 8 explorers on 2 cores", section_soak),
             "ray_overhead": ("What Ray costs: calls and transfers against plain Python",
                              section_ray_overhead),
-            "rllib": ("course_lib against RLlib, same machine, same run", section_rllib)}
+            "rllib": ("course_lib against RLlib, same machine, same run", section_rllib),
+            "scaling": ("Where distribution pays: the env-latency ladder",
+                        lambda r: _scaling().section(r))}
+
+
+def _scaling():
+    """bench/scaling.py, imported when its section or figure is drawn (it imports Ray)."""
+    import scaling
+
+    return scaling
 
 
 def _load_note(r: dict) -> str:
@@ -450,7 +459,8 @@ def _plot_soak(plt, r: dict, out_dir: Path) -> list[Path]:
 
 #: benchmark -> (a key its JSON has when it ran, the function that draws its figures)
 FIGURES = {"rllib": ("runs", _plot_rllib), "ray_overhead": ("rows", _plot_ray_overhead),
-           "overhead": ("apex", _plot_overhead), "soak": ("samples", _plot_soak)}
+           "overhead": ("apex", _plot_overhead), "soak": ("samples", _plot_soak),
+           "scaling": ("summary", lambda plt, r, out: _scaling().plot(plt, r, out))}
 
 
 def plot_figures(results: dict[str, dict], out_dir: Path) -> list[str]:

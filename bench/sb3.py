@@ -24,7 +24,8 @@ The evaluation protocol is course_lib's, through course_lib's own functions (`Ou
   is compared with (`ApexConfig.eval_every_s`, `SACConfig.eval_every_s`);
 - `trainer.evaluation_request`: `eval_episodes` (10) episodes with fresh seeds
   (`derive_seed(seed, "evaluation", k)`), and if their mean meets the goal `confirm_episodes`
-  (20) more of the same weights; `eval_return` is the mean of all of them;
+  (20) more of the same weights; `eval_return` is `trainer.evaluation_score`: the mean of the
+  confirming episodes when there are any (they must meet the goal on their own), else of the 10;
 - `envs.evaluate_policy` plays them, greedy/deterministic: `model.predict(obs,
   deterministic=True)` is the policy;
 - `results.stop_reason` decides the stop (the goal first, then the env-step and time budgets).
@@ -54,10 +55,10 @@ from stable_baselines3 import DQN, SAC
 from stable_baselines3.common.callbacks import BaseCallback
 
 from course_lib.apex import ApexConfig
-from course_lib.envs import evaluate_policy
+from course_lib.envs import evaluate_policy, make_env
 from course_lib.results import stop_reason
 from course_lib.sac import SACConfig
-from course_lib.trainer import TrainerConfig, evaluation_request
+from course_lib.trainer import TrainerConfig, evaluation_request, evaluation_score
 
 ZOO_VERSION = "2.9.2"
 #: task -> the RL Zoo's entry (rl_zoo3 2.9.2, hyperparams/<algo>.yml), as SB3 keyword arguments
@@ -125,20 +126,26 @@ class OurEvaluation(BaseCallback):
             returns += evaluate_policy(self.act, self.cfg.env_id, episodes, seed).tolist()
         now = time.perf_counter()
         self.eval_s += now - t0
+        score, episodes = evaluation_score(self.cfg, returns)
         row = {"time_s": t0 - self.start, "wall_s": now - self.start,
                "env_steps": int(self.model.num_timesteps),
                "learner_updates": int(self.model._n_updates),
-               "eval_return": float(np.mean(returns)), "eval_episodes": len(returns)}
+               "eval_return": score, "eval_episodes": episodes}
         self.rows.append(row)
         self.stopped_by = stop_reason(row, self.cfg)
         return self.stopped_by is None
 
 
-def run_once(task: str, seed: int, quick: bool) -> dict:
-    """One SB3 run to the goal or the budget; what it took, and its evaluation curve."""
+def run_once(task: str, seed: int, quick: bool, latency_ms: float = 0.0,
+             budget: dict | None = None) -> dict:
+    """One SB3 run to the goal or the budget; what it took, and its evaluation curve.
+    `latency_ms`: its training env waits that long per step (`envs.Latency`, as our trainers'
+    `env_latency_ms`); `budget`: other stop settings (target_return, max_env_steps, ...)."""
     cfg, spec, zoo = run_config(task, seed, quick), TASKS[task], ZOO[task]
+    cfg = cfg.updated(budget or {})
     start = time.perf_counter()               # the clock includes building the model
-    model = spec["algo"]("MlpPolicy", task, seed=seed, verbose=0, device="cpu",
+    env = make_env(task, latency_ms=latency_ms) if latency_ms else task
+    model = spec["algo"]("MlpPolicy", env, seed=seed, verbose=0, device="cpu",
                          **zoo["kwargs"])
     clock = OurEvaluation(cfg, spec["eval_every_s"], start)
     # the zoo's own run first (its n_timesteps sets DQN's epsilon schedule), then on with the

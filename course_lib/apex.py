@@ -61,6 +61,7 @@ class ApexConfig(DistributedConfig, DQNSettings):
     QUICK: ClassVar[dict] = {"max_env_steps": 4_000, "max_time_s": 120.0, "target_return": None,
                              "num_workers": 2, "eval_every_s": 2.0, "eval_episodes": 3,
                              "learning_starts": 500}
+    LIMITS: ClassVar[dict[str, str]] = {"eps": "[0, 1]", "eps_alpha": ">= 0"}
     num_workers: int = 4              # explorer actors (cheap: they wait while the learner works)
     eps: float = 0.4                  # eps_i = eps^(1 + eps_alpha * i / (N-1))
     eps_alpha: float = 7.0            # how fast eps_i falls from explorer 0 to N-1
@@ -104,7 +105,7 @@ class Learner(LearnerActor):
         return make_learner(cfg, obs_dim, n_actions)
 
     def sample_args(self) -> tuple:
-        return (self.cfg.batch_size * self.cfg.sample_batches, self.cfg.priority_beta)
+        return (*super().sample_args(), self.cfg.priority_beta)
 
     def after_update(self, batch: dict[str, np.ndarray], info: dict[str, Any]) -> None:
         self.pending_priorities.append((batch["indices"], info["priorities"]))

@@ -5,16 +5,23 @@
         --checkpoint-freq 10 --checkpoint-at-end --keep-checkpoints 3 --results-dir results
     python -m course_lib train --algo sac --env Pendulum-v1 --num-workers 2 \\
         --stop '{"eval_return": -200, "env_steps": 20000}' --checkpoint-at-end
-    python -m course_lib train --restore results/apex_CartPole-v1_<time>   # newest checkpoint
+    python -m course_lib train --restore results/apex_CartPole-v1_<time> \\
+        --stop '{"env_steps": 200000}'       # its newest checkpoint, trained on to 200K steps
     python -m course_lib evaluate CHECKPOINT --episodes 10 [--render --out episode.gif]
+
+Resuming (`--restore`): the network, the optimiser and the counters continue, and the budgets
+count the run as a whole (`env_steps` and `time_s` go on from the checkpoint's, so
+`{"env_steps": 200000}` means 200K in all, not 200K more). A `--stop` given with `--restore`
+replaces the checkpoint's stop criteria (those it does not name are off); without one the run
+continues under the checkpoint's. One line says which, and criteria the checkpoint already
+meets are refused: the resumed run would stop at its first evaluation, on the old weights.
 
 A run writes `results/<algo>_<env>_<time>/` (see `course_lib.results`). Exit status: 0 when
 the goal (`eval_return`) was reached, or the budget used up when there was no goal; 1 when
 the budget ran out first; 2 for bad input (also an env that returns NaN or inf mid-run),
 with one `error: ...` line on stderr; 3 when Ray does not start (one line too); 4 when the
-run crashed (a part failed: an explorer that kept dying, the replay actor, the learner, ...),
-with one line naming the part and the traceback in the run folder's `error.txt`; 130 when
-interrupted.
+run crashed (one line naming the part that failed, the traceback in the run's `error.txt`);
+130 when interrupted.
 
 Adding an algorithm: write a module with an `ALGORITHM = results.Algorithm(config class,
 train function, policy function, env check)` and name it in `ALGORITHMS` below. The module is
@@ -84,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: the checkpoint's with --restore, else apex)")
     train.add_argument("--env", help="gymnasium env id (default: the config's, CartPole-v1)")
     train.add_argument("--num-workers", type=_positive_int, help="explorers / rollout workers")
-    train.add_argument("--stop", default="{}", help='JSON, e.g. \'{"eval_return": 475, '
-                       '"env_steps": 100000, "time_s": 600}\'; null switches one off')
+    train.add_argument("--stop", help='JSON, e.g. \'{"eval_return": 475, "env_steps": 100000, '
+                       '"time_s": 600}\'; null switches one off. With --restore it replaces '
+                       "the checkpoint's criteria; env_steps and time_s count the whole run")
     train.add_argument("--config", default="{}", help="JSON of config overrides, e.g. "
                        '\'{"lr": 0.0005}\'')
     train.add_argument("--checkpoint-freq", type=_non_negative_int, default=0,
@@ -215,7 +223,7 @@ def train(args) -> int:
             load_algorithm(algo_name)             # raises the unknown-algorithm error
         print(load_algorithm(algo_name).config.describe())
         return 0
-    stop = parse_stop(args.stop)
+    stop = parse_stop(args.stop or "{}")
     overrides = parse_json_object(args.config, "--config")
     meta = None
     if args.restore:
@@ -234,6 +242,8 @@ def train(args) -> int:
     try:
         if meta is not None:                     # the checkpoint's config, then the overrides
             cfg = algorithm.config().updated(meta["config"])
+            if args.stop is not None:            # a new --stop replaces the old criteria
+                cfg = cfg.updated(dict.fromkeys(results.STOP_KEYS.values()))
         else:
             cfg = algorithm.config.preset()      # quick mode (COURSE_QUICK=1) applies here
         if env_id is not None:
@@ -262,6 +272,7 @@ def train(args) -> int:
         except (RuntimeError, KeyError, ValueError) as err:
             raise UsageError(f"checkpoint {meta['path']} does not fit this config "
                              f"({first_line(err)})") from None
+        print(resume_line(cfg, meta, new_stop=args.stop is not None))
 
     import torch
     torch.set_num_threads(1)                     # tiny networks: one thread is fastest
@@ -271,10 +282,11 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
+    from course_lib.distributed import NoGPUError
     from course_lib.envs import NonFiniteError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
-    except NonFiniteError as err:                # the env went bad mid-run
+    except (NonFiniteError, NoGPUError) as err:  # the env went bad mid-run, or no GPU
         raise UsageError(f"{err}; results so far in {run.path}") from None
     except results.OutOfTime as err:             # before the first evaluation ended
         print(f"{err}; nothing was evaluated; results so far in {run.path}", file=sys.stderr)
@@ -283,7 +295,9 @@ def train(args) -> int:
         print(f"interrupted; results so far in {run.path}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as err:                     # a part of the run failed: say which, once
-        return crashed(err, run.path)
+        from course_lib.failures import crash_report
+        print(f"error: {crash_report(err, run.path)}", file=sys.stderr)
+        return EXIT_CRASHED
     finally:
         run.close()
     print(result.summary(algo_name, cfg.env_id, cfg.target_return)
@@ -292,18 +306,33 @@ def train(args) -> int:
     return EXIT_REACHED if result.reached else EXIT_BUDGET
 
 
-def crashed(err: Exception, run_path: Path) -> int:
-    """A crashed run: one `error:` line (the part that failed, from `failures`, or the error's
-    first line), the full traceback in the run folder's `error.txt`; EXIT_CRASHED."""
-    import traceback
+def resume_line(cfg, meta: dict, new_stop: bool) -> str:
+    """The one line a resume prints: where it starts and which stop criteria it continues under.
+    UsageError if the checkpoint already meets one of them (the run would stop at its first
+    evaluation, on the checkpoint's own weights and counters: it would prove nothing)."""
+    from course_lib.results import STOP_KEYS
 
-    from course_lib.failures import PartFailedError, StartError, WorkerDiedError
-
-    (run_path / "error.txt").write_text("".join(traceback.format_exception(err)))
-    named = isinstance(err, PartFailedError | StartError | WorkerDiedError)
-    print(f"error: {err if named else 'the run crashed: ' + first_line(err)}; results so far "
-          f"in {run_path} (traceback in error.txt)", file=sys.stderr)
-    return EXIT_CRASHED
+    counters = meta.get("counters", {})
+    reached = {"eval_return": meta.get("eval_return"), "env_steps": counters.get("env_steps", 0),
+               "time_s": counters.get("time_s", 0.0)}
+    shown = {"eval_return": "{:.1f}", "env_steps": "{:,.0f}", "time_s": "{:.1f}"}
+    criteria = []
+    for key, field in STOP_KEYS.items():
+        limit = getattr(cfg, field)
+        if limit is None:
+            continue
+        criteria.append(f"{key} >= {shown[key].format(limit)}")
+        if reached[key] is not None and reached[key] >= limit:
+            what = "reached the goal" if key == "eval_return" else "used up the budget"
+            raise UsageError(f"the checkpoint already {what} {key} >= "
+                             f"{shown[key].format(limit)} (it has "
+                             f"{shown[key].format(reached[key])}; env_steps and time_s count the "
+                             f"whole run): give --stop a higher {key}, or null")
+    source = "the new --stop" if new_stop else "the checkpoint's criteria; --stop replaces them"
+    scored = "" if reached["eval_return"] is None else f", scored {reached['eval_return']:.1f}"
+    return (f"resuming {meta['path']} at {reached['env_steps']:,} env steps, "
+            f"{reached['time_s']:.1f} s{scored}: stops at {' or '.join(criteria)} ({source}; "
+            "env_steps and time_s count the whole run)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,12 +15,18 @@ overrides for quick mode, and `Config.preset()` returns the one to use now::
 
     cfg = TrainConfig.preset()              # quick or full, from COURSE_QUICK
     cfg = cfg.updated({"lr": 5e-4})         # checked: unknown keys and wrong types are refused
+    cfg.check()                             # checked: values outside their LIMITS are refused
+
+`LIMITS` maps a key to its allowed values, written as the message shows them: "> 0", ">= 1",
+"[0, 1]", "(0, 1]". A subclass adds its own; `check()` applies those of every class above it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
+import re
 import types
 import typing
 from typing import Any, ClassVar
@@ -50,6 +56,7 @@ class Config:
     """Base class for dataclass configs: a quick preset plus checked overrides."""
 
     QUICK: ClassVar[dict[str, Any]] = {}
+    LIMITS: ClassVar[dict[str, str]] = {}   # key -> allowed values ("> 0", "[0, 1]", ...)
 
     @classmethod
     def preset(cls, quick: bool | None = None):
@@ -70,6 +77,23 @@ class Config:
             clean[key] = _coerce(key, value, hints[key])
         return dataclasses.replace(self, **clean)
 
+    def check(self) -> None:
+        """Refuse, in one line that names the key and its allowed values, a value outside the
+        `LIMITS` of this class or any class above it (None passes: it switches a budget off;
+        a tuple's every item is checked). Subclasses add checks that involve several keys."""
+        limits: dict[str, str] = {}
+        for klass in reversed(type(self).__mro__):
+            limits.update(vars(klass).get("LIMITS", {}))
+        for key, allowed in limits.items():
+            value = getattr(self, key)
+            if isinstance(value, tuple):
+                if not value or not all(within(v, allowed) for v in value):
+                    raise ValueError(f"config key {key!r} must be a non-empty list of values "
+                                     f"{allowed}, got {list(value)}")
+            elif value is not None and not within(value, allowed):
+                range_ = f"in {allowed}" if allowed[0] in "[(" else allowed
+                raise ValueError(f"config key {key!r} must be {range_}, got {value!r}")
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -87,6 +111,26 @@ class Config:
         width = [max(len(row[i]) for row in rows) for i in range(3)]
         return "\n".join(f"{n:<{width[0]}}  {t:<{width[1]}}  {d:<{width[2]}}  {h}".rstrip()
                          for n, t, d, h in rows)
+
+
+_COMPARE = {">": operator.gt, ">=": operator.ge, "(": operator.gt, "[": operator.ge,
+            ")": operator.lt, "]": operator.le}
+_LIMIT = re.compile(r"(>=?) (\S+)|([\[(])(\S+), (\S+)([\])])")
+
+
+def within(value, allowed: str) -> bool:
+    """Whether `value` is in `allowed` ("> 0", ">= 1", "[0, 1]", "(0, 1]"); NaN never is.
+
+    >>> within(1.0, "(0, 1]"), within(0, "(0, 1]"), within(3, ">= 1")
+    (True, False, True)
+    """
+    match = _LIMIT.fullmatch(allowed)
+    if match is None:
+        raise ValueError(f"limit {allowed!r} is not understood: write '> 0', '>= 1' or '[0, 1)'")
+    op, bound, left, low, high, right = match.groups()
+    if op:
+        return _COMPARE[op](value, float(bound))
+    return _COMPARE[left](value, float(low)) and _COMPARE[right](value, float(high))
 
 
 def _field_comments(klass) -> dict[str, str]:

@@ -20,15 +20,18 @@ Start-up: the learner publishes its first weights (after `--restore`: the restor
 the driver waits for that before it starts a worker, so no worker ever acts on a random net.
 
 Faults: a worker whose process dies is restarted by Ray (`max_restarts`) and the call under way
-is sent again (`max_task_retries=-1`); the driver notices the restart by the new pid. A restarted
-worker plays with a new seed. A crash loses what was only in the worker's memory: its outbox
-(at most `send_every` transitions), its n-step window, and the env steps of the chunk under way
-(the transitions that reached the replay actor are kept and counted: the replay actor counts
-insertions, not the workers). A worker that keeps dying ends the run with one line
-(`WorkerDiedError`) once Ray has restarted it `max_worker_restarts` times. Any other failure
-ends the run with one line naming the actor at fault (`failures.PartFailedError`: "the replay
-actor died: ...", "learner failed: ..."); a failed start kills every actor created so far and
-names the one that could not start (`failures.StartError`).
+is sent again (`max_task_retries=-1`); each result carries how often Ray has restarted that
+worker, so two restarts between two results count two. A restarted worker plays with a new
+seed. A crash loses what was only in the worker's memory: its outbox (at most `send_every`
+transitions), its n-step window, and the env steps of the chunk under way. The transitions
+that reached the replay actor are kept and counted there (the replay actor counts insertions,
+not the workers), up to the env steps counted: every transition is one env step's, so
+`inserted` never exceeds `env_steps`, even when a lost chunk's env steps were not. A worker
+that keeps dying ends the run with one line (`WorkerDiedError`) once Ray has restarted it
+`max_worker_restarts` times. Any other failure ends the run with one line naming the actor at
+fault (`failures.PartFailedError`: "the replay actor died: ...", "learner failed: ..."); a
+failed start kills every actor created so far and names the one that could not start
+(`failures.StartError`).
 
 Time: the driver never waits past `max_time_s`; an iteration whose snapshot is not scored by
 then is dropped (`results.OutOfTime`) and the run ends on its last scored snapshot.
@@ -54,12 +57,19 @@ from course_lib.ray_setup import init_ray
 from course_lib.replay.server import ReplayActor
 from course_lib.results import OutOfTime
 from course_lib.roles import Evaluator
-from course_lib.trainer import Trainer, TrainerConfig
+from course_lib.trainer import Snapshot, Trainer, TrainerConfig
 
 
 @dataclasses.dataclass
 class DistributedConfig(TrainerConfig):
     """The settings of every distributed trainer (workers, learner, driver, resources)."""
+
+    LIMITS: ClassVar[dict[str, str]] = {
+        "num_workers": ">= 1", "sample_batches": ">= 1", "prefetch": ">= 1", "send_every": ">= 1",
+        "pull_every": ">= 1", "publish_every": ">= 1", "worker_chunk": ">= 1",
+        "learner_chunk": ">= 1", "max_lag_updates": ">= 0", "eval_every_s": ">= 0",
+        "learner_cpus": ">= 0", "learner_gpus": ">= 0", "worker_cpus": ">= 0",
+        "max_worker_restarts": ">= 0"}
 
     num_workers: int = 2              # worker actors (Ape-X: explorers)
     sample_batches: int = 8           # batches fetched per replay sample request
@@ -71,18 +81,11 @@ class DistributedConfig(TrainerConfig):
     learner_chunk: int = 50           # updates per learner task
     max_lag_updates: int = 100        # workers pause while the learner is this far behind
     eval_every_s: float = 3.0         # seconds per iteration: one evaluation, one row
-    learner_cpus: float = 0.5         # logical CPUs of the learner (and a GPU if there is one)
+    learner_cpus: float = 0.5         # logical CPUs of the learner actor
+    learner_gpus: float = 0.0         # GPUs of the learner actor (> 0: a cluster adds a GPU node)
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
 
-    @property
-    def sample_size(self) -> int:
-        return self.batch_size * self.sample_batches   # one request fetches sample_batches
-
-    def check(self) -> None:
-        super().check()
-        if self.num_workers < 1:
-            raise ValueError(f"num_workers must be a positive integer, got {self.num_workers}")
 
 
 def share_cpus(total_cpus: float, learner_cpus: float, num_workers: int,
@@ -103,12 +106,36 @@ def share_cpus(total_cpus: float, learner_cpus: float, num_workers: int,
 
 
 def actor_resources(cfg: DistributedConfig, cluster: dict) -> dict[str, float]:
-    """Logical CPUs per actor (and the learner's GPU when the cluster has one); the parameter
-    server takes none (it mostly waits)."""
+    """Logical CPUs per actor, and the learner's `learner_gpus`; the parameter server takes
+    none (it mostly waits).
+
+    The GPU is asked for explicitly, never only "when the cluster has one": on a cluster whose
+    GPU node starts at zero (cluster/aws.yaml), the learner's pending request for a GPU is the
+    one thing that makes the autoscaler launch that node."""
     small, worker = share_cpus(cluster.get("CPU", 1), cfg.learner_cpus, cfg.num_workers,
                                cfg.worker_cpus)
-    return {"learner": cfg.learner_cpus, "learner_gpus": 1 if cluster.get("GPU", 0) >= 1 else 0,
+    return {"learner": cfg.learner_cpus, "learner_gpus": cfg.learner_gpus,
             "replay": small, "evaluator": small, "worker": worker}
+
+
+class NoGPUError(ValueError):
+    """The learner asks for a GPU that this Ray instance does not have and cannot get."""
+
+
+def check_gpus(cfg: DistributedConfig, cluster: dict, can_add_nodes: bool) -> None:
+    """NoGPUError (one line) if the learner asks for more GPUs than the cluster has and nothing
+    can add a node (a local Ray instance: no autoscaler), instead of waiting for it forever."""
+    have = cluster.get("GPU", 0)
+    if cfg.learner_gpus > have and not can_add_nodes:
+        raise NoGPUError(f"learner_gpus={cfg.learner_gpus:g} but this local Ray instance has "
+                         f"{have:g} GPUs and no autoscaler to add one: set learner_gpus 0 "
+                         "(or run on a cluster with a GPU node type)")
+
+
+def started_here() -> bool:
+    """True when this process started its Ray instance (`init_ray` on a laptop): no autoscaler
+    runs, so the resources it has now are all it will ever have."""
+    return ray._private.worker.global_worker.node.is_head()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,6 +175,7 @@ class DistributedTrainer(Trainer):
         self.dims = env_dims(env)
         env.close()
         init_ray()
+        check_gpus(cfg, ray.cluster_resources(), can_add_nodes=not started_here())
         res = self.resources = actor_resources(cfg, ray.cluster_resources())
         self.parts = Parts()
         try:
@@ -157,9 +185,12 @@ class DistributedTrainer(Trainer):
             raise
         self.worker_returns: list[list[tuple[int, float]]] = [[] for _ in self.workers]
         self.lost = [0] * cfg.num_workers     # chunks lost in a row, per worker
+        self.restarts = [0] * cfg.num_workers  # restarts each worker has reported
+        self.landed = self.counters["inserted"]   # transitions in the replay, highest report
         self.resend_at = [0.0] * cfg.num_workers
         self.tasks: dict[ray.ObjectRef, tuple[str, int]] = {}   # in flight: (role, worker)
         self.updates_submitted = self.counters["learner_updates"]
+        self._learn_infos: list[dict] = []    # learner means since the last snapshot
 
     def _start_actors(self, res: dict[str, float], restore: dict | None) -> None:
         """Create the actors and wait for each in turn, so a failure names its part
@@ -226,7 +257,7 @@ class DistributedTrainer(Trainer):
             self.counters["learner_updates"] = out.pop("updates")
             self._learn_infos.append(out)
         elif role == "snapshot":
-            self._evaluating = self.snapshot(out["state"], out["weights"], out["updates"])
+            self._evaluating = self._take_snapshot(out)
             self._evaluate_next()
         else:                                     # an evaluation's returns
             self._evaluating.returns += out
@@ -246,6 +277,19 @@ class DistributedTrainer(Trainer):
                 self._lost_chunk(worker, err)     # Ray gave up on the call: resend it soon
                 return None
             raise self.parts.failure(err, part) from None
+
+    def _take_snapshot(self, out: dict) -> Snapshot:
+        """The learner's snapshot with the counters of now, closing the training window: the
+        learner's means over the updates booked since the previous snapshot, and the
+        algorithm's columns as they stand at this moment."""
+        c, infos = self.counters, self._learn_infos
+        means = {key: float(np.mean([i[key] for i in infos])) if infos else math.nan
+                 for key in self.learner_metrics}
+        self._learn_infos = []
+        return self.snapshot(out["state"], out["weights"], out["updates"], **means,
+                             **self.row_extras(),
+                             replay_size=min(self.stored_now, self.cfg.buffer_size),
+                             worker_restarts=c["worker_restarts"])
 
     def _evaluate_next(self) -> None:
         """Send the snapshot's next evaluation, or mark it scored."""
@@ -269,20 +313,21 @@ class DistributedTrainer(Trainer):
         self.resend_at[i] = time.perf_counter() + 1.0   # soon, not in a busy loop
 
     def _book_collect(self, ref: ray.ObjectRef, i: int) -> None:
-        """Book worker `i`'s finished chunk: counters, returns, a restart (a new pid)."""
+        """Book worker `i`'s finished chunk: counters, returns, restarts it reports."""
         c = self.counters
         out = self._result(ref, f"{self.worker_name} {i}", worker=i)
         if out is None:
             return
         self.lost[i] = 0
-        if out["pid"] != self.pids[i]:
-            c["worker_restarts"] += 1             # a new process: Ray restarted it
-            self.pids[i] = out["pid"]
+        self.pids[i] = out["pid"]
+        c["worker_restarts"] += out["restarts"] - self.restarts[i]   # as the worker counts them
+        self.restarts[i] = out["restarts"]
         c["env_steps"] += out["env_steps"]
-        if out["replay_inserted"] is not None:    # counted where the transitions landed
-            c["inserted"] = max(c["inserted"], self._inserted_at_start + out["replay_inserted"])
+        if out["replay_inserted"] is not None:    # counted where the transitions landed ...
+            self.landed = max(self.landed, self._inserted_at_start + out["replay_inserted"])
+        c["inserted"] = min(self.landed, c["env_steps"])   # ... up to the env steps counted
         c["episodes"] += len(out["episode_returns"])
-        self._train_returns += out["episode_returns"]
+        self.book_episodes(out["episode_returns"])
         self.worker_returns[i] += [(c["env_steps"], r) for r in out["episode_returns"]]
 
     # -- one iteration ------------------------------------------------------------------
@@ -291,16 +336,17 @@ class DistributedTrainer(Trainer):
         """Train for at least `eval_every_s` seconds while the evaluator scores a snapshot.
         Never waits past the run's wall-clock budget: `OutOfTime` if it runs out before the
         snapshot is scored (an env whose episodes are long, say)."""
-        cfg, c = self.cfg, self.counters
-        t0, steps0, updates0 = time.perf_counter(), c["env_steps"], c["learner_updates"]
+        cfg = self.cfg
+        t0 = time.perf_counter()
         deadline = math.inf if cfg.max_time_s is None else self.start + cfg.max_time_s
-        self._train_returns, self._learn_infos = [], []
         self._evaluating = self._scored = None
         self.tasks[self.learner.snapshot.remote()] = ("snapshot", 0)
         while self._scored is None or time.perf_counter() - t0 < cfg.eval_every_s:
             now = time.perf_counter()
             if self._scored is None and now >= deadline:
-                raise OutOfTime(self._out_of_time_message())
+                raise OutOfTime(f"the time budget (max_time_s={cfg.max_time_s:g}) ran out while "
+                                f"iteration {self.counters['iteration'] + 1} waited for its "
+                                "evaluation; that iteration was dropped")
             self._schedule()
             left = max(0.0, cfg.eval_every_s - (now - t0))
             wait = min(deadline - now, 3600.0) if self._scored is None else left   # (finite)
@@ -310,19 +356,7 @@ class DistributedTrainer(Trainer):
             done, _ = ray.wait(list(self.tasks), num_returns=1, timeout=wait)
             for ref in done:
                 self._book(ref)
-        extra = {key: float(np.mean([i[key] for i in self._learn_infos]))
-                 if self._learn_infos else math.nan for key in self.learner_metrics}
-        return self.row(self._scored, time.perf_counter() - t0, steps0, updates0,
-                        self._train_returns, **extra, **self.row_extras(),
-                        replay_size=min(self.stored_now, cfg.buffer_size),
-                        worker_restarts=c["worker_restarts"])
-
-    def _out_of_time_message(self) -> str:
-        under_way = ("its evaluation" if self._evaluating is not None else
-                     "the learner's snapshot")
-        return (f"the time budget (max_time_s={self.cfg.max_time_s:g}) ran out while iteration "
-                f"{self.counters['iteration'] + 1} waited for {under_way}; that iteration was "
-                "dropped")
+        return self.row(self._scored)
 
     def extras(self) -> dict[str, Any]:
         return {"worker_returns": self.worker_returns, "worker_nodes": self.worker_nodes,

@@ -1,7 +1,8 @@
 """Environments, as every algorithm of the workbook makes, checks and scores them.
 
 - `make_env`: `gym.make` with observations as 1-D float32 vectors, so one MLP fits any env,
-  and a time limit on every episode (`DEFAULT_TIME_LIMIT` steps where the env has none).
+  and a time limit on every episode (`DEFAULT_TIME_LIMIT` steps where the env has none);
+  `latency_ms` makes each step wait as an env whose cost is paid elsewhere would (`Latency`).
 - `env_dims`: (obs_dim, action_dim) of such an env; action_dim counts the choices of a
   Discrete action space and the components of a Box one.
 - `check_finite`: an observation or an action with NaN or inf stops the run with one line
@@ -11,6 +12,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -26,21 +28,69 @@ class NonFiniteError(ValueError):
     """An environment returned (or was about to be given) a value with NaN or inf in it."""
 
 
-def make_env(env_id: str, **kwargs) -> gym.Env:
+class Latency(gym.Wrapper):
+    """Each `step` waits `ms` milliseconds before it returns, without using the CPU: the
+    stand-in for an env whose cost is paid somewhere else (a simulator on another machine, a
+    robot, a game server). On a 2-core laptop this is where many explorers pay: while one
+    waits, the others act, and the learner keeps the cores."""
+
+    def __init__(self, env: gym.Env, ms: float):
+        super().__init__(env)
+        self.seconds = ms / 1000.0
+
+    def step(self, action):
+        time.sleep(self.seconds)
+        return self.env.step(action)
+
+
+def make_env(env_id: str, latency_ms: float = 0.0, **kwargs) -> gym.Env:
     """`gym.make(env_id)`, with observations as 1-D float32 vectors, so one MLP fits every env:
     flattened when they are not 1-D (a Discrete observation becomes a one-hot vector) and cast
     when they are not float32 (a flattened Discrete is int64, which a torch layer refuses).
     An env without a time limit of its own gets one of `DEFAULT_TIME_LIMIT` steps: its
-    episodes end as truncated (not terminated: the bootstrap goes on) instead of never."""
+    episodes end as truncated (not terminated: the bootstrap goes on) instead of never.
+    `latency_ms` > 0 wraps it in `Latency` (training envs only: evaluation stays fast)."""
     env = gym.make(env_id, **kwargs)
     if env.spec is None or env.spec.max_episode_steps is None:
         env = gym.wrappers.TimeLimit(env, DEFAULT_TIME_LIMIT)
+    if latency_ms > 0:
+        env = Latency(env, latency_ms)
     space = env.observation_space
     if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
         env = gym.wrappers.FlattenObservation(env)
     if env.observation_space.dtype != np.float32:
         env = gym.wrappers.DtypeObservation(env, np.float32)
     return env
+
+
+class EnvBatch:
+    """N envs stepped as one batch, as one process drives several remote simulators: one
+    `step(actions)` steps all N and waits `latency_ms` once (the N requests go out together,
+    so their waits overlap), and an env whose episode ended starts the next one at once.
+    `obs` (N, obs_dim) holds the observations the next actions are chosen from."""
+
+    def __init__(self, env_id: str, n: int, latency_ms: float = 0.0, seed: int = 0):
+        self.envs = [make_env(env_id) for _ in range(n)]
+        self.seconds = latency_ms / 1000.0
+        self.obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)])
+
+    def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(next_obs, rewards, terminated, truncated), each (N, ...): next_obs is where each
+        action led (an episode's last observation where it ended, which is what an n-step
+        window stores); `obs` moves on to the next episode's first observation there."""
+        if self.seconds:
+            time.sleep(self.seconds)
+        out = [env.step(action) for env, action in zip(self.envs, actions, strict=True)]
+        next_obs = np.stack([o[0] for o in out])
+        rewards, terminated, truncated = (np.array([o[k] for o in out]) for k in (1, 2, 3))
+        self.obs = next_obs.copy()
+        for i in np.flatnonzero(terminated | truncated):
+            self.obs[i] = self.envs[i].reset()[0]
+        return next_obs, rewards, terminated, truncated
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
 
 
 def env_dims(env: gym.Env) -> tuple[int, int]:
@@ -58,7 +108,7 @@ def check_finite(value, what: str, env_id: str, step: int) -> None:
     >>> check_finite(np.array([0.0, np.nan]), "observation", "Bad-v0", 12)
     Traceback (most recent call last):
     ...
-    course_lib.envs.NonFiniteError: Bad-v0 gave a non-finite observation at env step 12: [0. nan]
+    course_lib.envs.NonFiniteError: Bad-v0 gave a non-finite observation at env step 12: [ 0. nan]
     """
     array = np.asarray(value, dtype=np.float64)
     if not np.isfinite(array).all():

@@ -37,6 +37,18 @@ class PartFailedError(RuntimeError):
     """A part of a running distributed trainer failed; the message starts with its name."""
 
 
+def crash_report(err: Exception, run_path) -> str:
+    """The one line a crashed run shows (the part that failed, or the error's first line);
+    the full traceback goes to the run folder's `error.txt`."""
+    import traceback
+    from pathlib import Path
+
+    (Path(run_path) / "error.txt").write_text("".join(traceback.format_exception(err)))
+    named = isinstance(err, PartFailedError | StartError | WorkerDiedError)
+    return (f"{err if named else 'the run crashed: ' + first_line(err)}; results so far in "
+            f"{run_path} (traceback in error.txt)")
+
+
 def reason(err: BaseException) -> str:
     """One line saying why `err` happened: the original error of a task (`Type: message`),
     the last line of the traceback of an actor whose `__init__` raised, or Ray's own first

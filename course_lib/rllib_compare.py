@@ -44,7 +44,7 @@ import numpy as np
 from course_lib.config import Config, quick_mode
 from course_lib.envs import evaluate_policy
 from course_lib.results import TrainResult, run_training
-from course_lib.trainer import evaluation_request
+from course_lib.trainer import evaluation_request, evaluation_score
 
 INSTALL_HINT = 'RLlib is not installed: run `pip install -e ".[rllib]"` (adds ray[rllib]).'
 
@@ -245,7 +245,8 @@ class RLlibTrainer:
         self.iteration += 1
         row = row_from_result(result, self.iteration, self.train_s, self.batch_size)
         returns = self.evaluate()             # the clock stands still meanwhile
-        row.update(eval_return=float(np.mean(returns)), eval_episodes=len(returns),
+        score, episodes = evaluation_score(self.cfg, returns)
+        row.update(eval_return=score, eval_episodes=episodes,
                    wall_s=round(time.perf_counter() - self.started, 2))
         if self.cfg.checkpoint_every and self.iteration % self.cfg.checkpoint_every == 0:
             self.save()

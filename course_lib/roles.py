@@ -42,10 +42,22 @@ POLICY = "policy"   # the name the learner publishes the acting network's weight
 # Workers: play, send batches to the replay actor, pull weights
 # ---------------------------------------------------------------------------------------------
 
+def restart_count() -> int:
+    """How often Ray has restarted the actor this runs in (0 outside an actor), from Ray's own
+    actor table: the number `was_current_actor_reconstructed` reads (Ray is pinned)."""
+    from ray._private.state import actors
+
+    actor_id = ray.get_runtime_context().get_actor_id()
+    info = actors(actor_id=actor_id) if actor_id else None
+    return int(info["NumRestarts"]) if info else 0
+
+
 class Worker(ABC):
     """One env and a copy of the acting network. `run(num_steps)` plays that many env steps and
-    returns {"env_steps", "episode_returns", "pid", "replay_inserted"} (the replay actor's own
-    count of stored transitions after this worker's last add, or None if it sent nothing).
+    returns {"env_steps", "episode_returns", "pid", "restarts", "replay_inserted"}: `restarts`
+    is how often Ray has restarted this worker (two restarts between two results count two),
+    `replay_inserted` the replay actor's own count of stored transitions after this worker's
+    last add, or None if it sent nothing.
 
     The replay actor and the parameter server are found by name: when Ray restarts a worker it
     runs `__init__` again with the same arguments, and handles passed as arguments would have
@@ -56,16 +68,16 @@ class Worker(ABC):
 
     def __init__(self, index: int, cfg: DistributedConfig, prefix: str, seed: int):
         torch.set_num_threads(1)
-        context = ray.get_runtime_context()       # (outside an actor, e.g. in a test: no restart)
-        self.restarted = bool(context.get_actor_id()) and context.was_current_actor_reconstructed
+        self.restarts = restart_count()
+        self.restarted = self.restarts > 0
         if self.restarted:                    # a new process: new episodes, new exploration
-            seed = derive_seed(seed, "restart", os.getpid())
+            seed = derive_seed(seed, "restart", self.restarts)
         self.seed = seed
         torch.manual_seed(seed)
         self.cfg, self.index, self.rng = cfg, index, np.random.default_rng(seed)
         self.replay = ray.get_actor(f"{prefix}-replay")
         self.params = ray.get_actor(f"{prefix}-params")
-        self.env = make_env(cfg.env_id)
+        self.env = make_env(cfg.env_id, latency_ms=cfg.env_latency_ms)
         self.obs, _ = self.env.reset(seed=seed)
         self.episode_return, self.steps, self.since_pull = 0.0, 0, 0
         self.outbox: list[dict] = []          # transitions not sent yet
@@ -114,7 +126,7 @@ class Worker(ABC):
             inserted = get_result(self.adding)
             self.adding = None
         return {"env_steps": num_steps, "episode_returns": returns, "pid": os.getpid(),
-                "replay_inserted": inserted}
+                "restarts": self.restarts, "replay_inserted": inserted}
 
     def send(self) -> int | None:
         """The outbox to the replay actor (with initial priorities if the algorithm has them).
@@ -163,7 +175,9 @@ class LearnerActor(ABC):
     updates report, plus the update count. Sampling is pipelined: `prefetch` sample requests
     stay in flight, `ray.wait` takes the first one ready and a new request replaces it at once,
     so the replay actor samples while the learner trains. Each request fetches
-    `sample_batches` batches in one round trip: Ray calls, not maths, are the cost here.
+    `sample_batches` batches in one round trip: Ray calls, not maths, are the cost here. Each
+    batch is drawn on its own (its importance weights normalised by its own largest), so the
+    learner can start as soon as the buffer holds one batch.
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
 
     Calls the learner does not wait for (`publish`, Ape-X's `update_priorities`) go through
@@ -176,7 +190,7 @@ class LearnerActor(ABC):
                  state: dict | None, seed: int):
         torch.set_num_threads(1)
         torch.manual_seed(seed)
-        self.cfg, self.rng = cfg, np.random.default_rng(seed)
+        self.cfg = cfg
         self.replay = ray.get_actor(f"{prefix}-replay")
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)
@@ -201,12 +215,10 @@ class LearnerActor(ABC):
         cfg = self.cfg
         if not self.batches:
             while len(self.in_flight) < cfg.prefetch:
-                self.in_flight.append(self.replay.sample.remote(*self.sample_args()))
+                self.in_flight.append(self.replay.sample_batches.remote(*self.sample_args()))
             [ready], self.in_flight = ray.wait(self.in_flight, num_returns=1)
-            self.in_flight.append(self.replay.sample.remote(*self.sample_args()))
-            big = get_result(ready)
-            parts = np.array_split(self.rng.permutation(len(big["obs"])), cfg.sample_batches)
-            self.batches = [{name: array[part] for name, array in big.items()} for part in parts]
+            self.in_flight.append(self.replay.sample_batches.remote(*self.sample_args()))
+            self.batches = get_result(ready)
         return self.batches.pop()
 
     def train(self, num_updates: int) -> dict[str, Any]:
@@ -259,8 +271,8 @@ class LearnerActor(ABC):
         """The plain learner (DQNLearner, SACLearner) this actor feeds."""
 
     def sample_args(self) -> tuple:
-        """The arguments of one `replay.sample` request."""
-        return (self.cfg.batch_size * self.cfg.sample_batches,)
+        """The arguments of one `replay.sample_batches` request."""
+        return (self.cfg.batch_size, self.cfg.sample_batches)
 
     def after_update(self, batch: dict[str, np.ndarray], info: dict[str, Any]) -> None:
         """Anything to do with an update's result (Ape-X: send the new priorities); by

@@ -3,17 +3,23 @@ seeds, and the rule that a result is only as good as the weights it scored.
 
 A trainer keeps its counters, owes the learner updates as data arrives (`updates_due`), and
 ends every iteration with an *evaluated snapshot*: the learner's state at one moment, the
-counters of that moment, and the returns of fresh greedy episodes played with exactly those
-weights. The progress row, the stop decision, the checkpoint and the returned weights all come
-from that one snapshot, so "reached 475" means the weights you get back scored 475:
+counters of that moment, the training since the previous snapshot, and the returns of fresh
+greedy episodes played with exactly those weights. The progress row, the stop decision, the
+checkpoint and the returned weights all come from that one snapshot, so "reached 475" means the
+weights you get back scored 475:
 
-    snapshot = learner state + counters     (taken once per iteration)
+    snapshot = learner state + counters + training since the last snapshot
         -> evaluate on eval_episodes fresh episodes
-        -> goal met? confirm on confirm_episodes more fresh episodes (same weights)
-        -> row (eval_return over every episode it played), stop?, checkpoint, weights
+        -> their mean meets the goal? confirm on confirm_episodes more fresh episodes
+        -> score (see `evaluation_score`), row, stop?, checkpoint, weights
 
-Stopping: `eval_return` is the mean over all the episodes one snapshot played (10 + 20 by
-default): a lucky 10 does not stop the run unless 20 more fresh episodes agree.
+Stopping: the first `eval_episodes` only *select* a snapshot for confirmation; the confirming
+episodes must meet the goal on their own. Taking the mean of all of them would let a lucky 10
+carry a failing 20 (10 at 500 and 20 at 465 average 477): picking the first estimate above a
+threshold picks lucky estimates, and fresh episodes are the unbiased second look.
+
+A row is one moment: its counters, its score, and the training that led up to it (train
+returns, rates and learner means over the window between the previous snapshot and this one).
 
 Subclasses write `step()` (how to collect and learn for one iteration) and the few hooks below;
 `DQNTrainer` runs in one process, `distributed.DistributedTrainer` on Ray actors.
@@ -46,6 +52,12 @@ from course_lib.results import load_checkpoint, run_training
 class TrainerConfig(Config):
     """The settings every trainer has (an algorithm's config adds its own)."""
 
+    LIMITS: ClassVar[dict[str, str]] = {
+        "hidden": ">= 1", "lr": "> 0", "gamma": "[0, 1]", "batch_size": ">= 1",
+        "buffer_size": ">= 1", "learning_starts": ">= 0", "eval_episodes": ">= 1",
+        "confirm_episodes": ">= 0", "max_env_steps": ">= 0", "max_time_s": ">= 0",
+        "env_latency_ms": "[0, inf)"}
+
     env_id: str = "CartPole-v1"       # the gymnasium environment to train on
     hidden: tuple[int, ...] = (128, 128)  # hidden layer sizes of the networks
     lr: float = 2e-3                  # Adam learning rate
@@ -59,23 +71,16 @@ class TrainerConfig(Config):
     max_env_steps: int | None = 100_000  # stop: env step budget (None: unlimited)
     max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
     seed: int = 0                     # seeds the networks, the envs and the exploration
-
-    @property
-    def sample_size(self) -> int:
-        """Transitions one replay sample request draws (the buffer must hold that many)."""
-        return self.batch_size
+    env_latency_ms: float = 0.0       # training env steps wait this long (a remote simulator)
 
     def check(self) -> None:
         """Refuse, in one line, settings that would fail later (at the first sample, say): the
         command line calls this before anything starts, and so does every trainer."""
-        if self.buffer_size < self.sample_size:
+        super().check()                   # each key within its LIMITS
+        if self.buffer_size < self.batch_size:
             raise ValueError(f"buffer_size {self.buffer_size} is smaller than one sample request "
-                             f"({self.sample_size} transitions): raise buffer_size or lower "
+                             f"({self.batch_size} transitions): raise buffer_size or lower "
                              "batch_size")
-        if self.eval_episodes < 1:
-            raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
-        if self.confirm_episodes < 0:
-            raise ValueError(f"confirm_episodes must be >= 0, got {self.confirm_episodes}")
 
 
 def updates_due(inserted: int, ratio: float, learning_starts: int) -> int:
@@ -114,6 +119,20 @@ def evaluation_request(cfg, returns: list[float], evaluations: int) -> tuple[int
     return episodes, derive_seed(cfg.seed, "evaluation", evaluations + 1)
 
 
+def evaluation_score(cfg, returns: list[float]) -> tuple[float, int]:
+    """(score, episodes behind it) of one set of weights that played `returns` under
+    `evaluation_request`: the mean of the confirming episodes when there are any (the first
+    `cfg.eval_episodes` only selected the weights for confirmation, so they are a lucky draw
+    more often than not), else the mean of the first `cfg.eval_episodes`.
+
+    >>> from types import SimpleNamespace
+    >>> evaluation_score(SimpleNamespace(eval_episodes=2), [500.0, 500.0, 465.0, 467.0])
+    (466.0, 2)
+    """
+    deciding = returns[cfg.eval_episodes:] or returns
+    return mean_or_nan(deciding), len(deciding)
+
+
 @dataclasses.dataclass
 class Snapshot:
     """The learner at one moment: its state, the counters then, and its evaluation."""
@@ -122,6 +141,9 @@ class Snapshot:
     state: dict[str, Any]             # the learner's state_dict (what a checkpoint holds)
     weights: dict[str, np.ndarray]    # the policy's weights (what evaluation plays)
     returns: list[float] = dataclasses.field(default_factory=list)   # evaluation episodes
+    # the training since the previous snapshot: train_return, env_steps_per_s, updates_per_s
+    # and the learner's means (loss, ...), so a row never mixes two moments
+    window: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def version(self) -> int:
@@ -152,6 +174,9 @@ class Trainer(ABC):
         self._updates_at_start, self._inserted_at_start = c["learner_updates"], c["inserted"]
         self.evaluated: Snapshot | None = None
         self.start = time.perf_counter() - c["time_s"]
+        # the training window that the next snapshot closes (see `book_episodes`, `snapshot`)
+        self._window_returns: list[float] = []
+        self._window_start = {k: c[k] for k in ("env_steps", "learner_updates", "time_s")}
 
     # -- what an algorithm says about itself --------------------------------------------------
 
@@ -175,24 +200,51 @@ class Trainer(ABC):
         """Transitions inserted since this start (the buffer's fill, up to its capacity)."""
         return self.counters["inserted"] - self._inserted_at_start
 
+    @property
+    def learning_start(self) -> int:
+        """Transitions this start stores before the learner is owed anything: learning_starts,
+        or one batch if that is more (a batch is the least the replay can sample)."""
+        return max(self.cfg.learning_starts, self.cfg.batch_size)
+
     def updates_due(self) -> int:
         """Learner updates owed now. One rule for every algorithm, also after a resume: the
-        learner waits until this start has stored max(learning_starts, one sample request)
-        transitions, then owes `updates_per_transition` for every transition after that."""
-        starts = max(self.cfg.learning_starts, self.cfg.sample_size)
+        learner waits until this start has stored `learning_start` transitions, then owes
+        `updates_per_transition` for every transition after that."""
         return self._updates_at_start + updates_due(self.stored_now,
-                                                    self.updates_per_transition, starts)
+                                                    self.updates_per_transition,
+                                                    self.learning_start)
+
+    def ratio_held(self) -> float:
+        """Learner updates done per transition past `learning_start`, in this start: the
+        `updates_per_transition` the run actually held (0 before the learner starts)."""
+        updates = self.counters["learner_updates"] - self._updates_at_start
+        return updates / max(1, self.stored_now - self.learning_start)
 
     def seed(self, *stream: int | str) -> int:
         """A seed for `stream` in this start of the run (a resume gets new ones)."""
         return derive_seed(self.cfg.seed, self.counters["starts"], *stream)
 
-    def snapshot(self, state: dict, weights: dict, learner_updates: int) -> Snapshot:
+    def book_episodes(self, returns: list[float]) -> None:
+        """Training episodes that ended: their returns go into the next snapshot's window."""
+        self._window_returns += returns
+
+    def snapshot(self, state: dict, weights: dict, learner_updates: int,
+                 **learner_means: float) -> Snapshot:
         """A snapshot with the counters of now (conservative: every env step counted so far,
-        every second so far) and the learner's own update count."""
+        every second so far) and the learner's own update count. It closes the training
+        window: the train returns booked and the rates since the previous snapshot, and
+        `learner_means` (the learner's loss and the like over the same window)."""
         counters = {**self.counters, "learner_updates": int(learner_updates),
                     "time_s": time.perf_counter() - self.start}
-        return Snapshot(counters, state, weights)
+        w0, seconds = self._window_start, max(counters["time_s"] - self._window_start["time_s"],
+                                              1e-9)
+        window = {"train_return": mean_or_nan(self._window_returns),
+                  "env_steps_per_s": (counters["env_steps"] - w0["env_steps"]) / seconds,
+                  "updates_per_s": (counters["learner_updates"] - w0["learner_updates"]) / seconds,
+                  **learner_means}
+        self._window_returns = []
+        self._window_start = {k: counters[k] for k in w0}
+        return Snapshot(counters, state, weights, window=window)
 
     def next_evaluation(self, snapshot: Snapshot) -> tuple[int, int] | None:
         """(episodes, seed) of the evaluation `snapshot` needs next, or None once it is scored
@@ -202,22 +254,21 @@ class Trainer(ABC):
             self.counters["evaluations"] += 1
         return request
 
-    def row(self, snapshot: Snapshot, elapsed: float, steps0: int, updates0: int,
-            train_returns: list[float], **extra) -> dict[str, Any]:
-        """The progress row of an iteration that evaluated `snapshot`: its counters and score,
-        plus this iteration's throughput. Records `snapshot` as the one to save and return."""
+    def row(self, snapshot: Snapshot, **extra) -> dict[str, Any]:
+        """The progress row of an iteration that evaluated `snapshot`: its counters, its score
+        (`evaluation_score`) and the training window that led to it, plus `extra` columns.
+        Records `snapshot` as the one to save and return."""
         c, s = self.counters, snapshot.counters
         c["iteration"] += 1
         self.evaluated = snapshot
+        score, episodes = evaluation_score(self.cfg, snapshot.returns)
         return {
             "iteration": c["iteration"], "time_s": s["time_s"], "env_steps": s["env_steps"],
-            "learner_updates": s["learner_updates"],
-            "eval_return": float(np.mean(snapshot.returns)),
-            "train_return": mean_or_nan(train_returns), "episodes": s["episodes"],
-            "eval_episodes": len(snapshot.returns),
+            "learner_updates": s["learner_updates"], "eval_return": score,
+            "train_return": snapshot.window["train_return"], "episodes": s["episodes"],
+            "eval_episodes": episodes,
             "wall_s": time.perf_counter() - self.start,   # when this row's evaluation ended
-            "env_steps_per_s": (c["env_steps"] - steps0) / elapsed,
-            "updates_per_s": (c["learner_updates"] - updates0) / elapsed,
+            **{k: v for k, v in snapshot.window.items() if k != "train_return"},
             **extra,
         }
 
@@ -229,10 +280,11 @@ class Trainer(ABC):
             raise RuntimeError("nothing evaluated yet: call step() before state()")
         counters = {**snap.counters, **{k: c[k] for k in ("iteration", "evaluations", "starts",
                                                           "worker_restarts")}}
+        score, episodes = evaluation_score(self.cfg, snap.returns)
         return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
                 "iteration": c["iteration"], "counters": counters, "learner": snap.state,
                 "weights_version": snap.version,
-                "eval_return": float(np.mean(snap.returns)), "eval_episodes": len(snap.returns)}
+                "eval_return": score, "eval_episodes": episodes}
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """The policy weights of the last evaluated snapshot."""

@@ -372,3 +372,32 @@ def test_learner_profile_splits_the_main_thread_and_the_cores():
              4: ("ray::Explorer", 2.0)}                           # started in the window
     assert profile.cores_by_role(before, after, wall=10.0) == {
         "learner": 0.8, "explorers": 0.6, "Ray: raylet, GCS, dashboard, agents": 0.05}
+
+
+def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
+    """Canned runs: medians and ranges per (latency, variant), Amdahl's bound (a slow env:
+    N explorers divide its wait; a fast one: the learner's updates set the floor), the
+    ratios to single-process DQN and SB3, and the targets only from variants that reached."""
+    scaling = _bench_module("scaling")
+    costs = {"act_ms": 0.2, "update_ms": 1.2, "updates_per_transition": 0.25}
+    assert scaling.bound_s("dqn", 2.0, 10_000, costs, 2) == (0.2 + 2.0 + 0.3) * 10
+    assert scaling.bound_s("apex-4", 2.0, 10_000, costs, 2) == 2.2 / 4 * 10   # the env's wait
+    assert scaling.bound_s("apex-8", 0.0, 10_000, costs, 2) == 0.3 * 10       # the learner
+    assert scaling.bound_s("vec-8", 2.0, 10_000, costs, 2) == (0.2 + 0.25 + 0.3) * 10
+
+    def run(latency, variant, seed, seconds, reached=True):
+        return {"latency_ms": latency, "variant": variant, "seed": seed, "reached": reached,
+                "seconds": seconds, "env_steps": 30_000, "cpu_s": seconds}
+
+    runs = [run(2.0, "dqn", s, t) for s, t in enumerate((100.0, 120.0, 90.0))]
+    runs += [run(2.0, "sb3", s, t) for s, t in enumerate((150.0, 160.0, 170.0))]
+    runs += [run(2.0, "apex-4", s, t) for s, t in enumerate((30.0, 35.0, 40.0))]
+    runs += [run(2.0, "apex-8", s, 20.0, reached=s > 0) for s in range(3)]   # one missed
+    rows = scaling.summarise(runs, costs, 2)
+    apex4 = next(r for r in rows if r["variant"] == "apex-4")
+    assert (apex4["median_seconds"], apex4["min_seconds"], apex4["max_seconds"]) == (35, 30, 40)
+    assert apex4["seconds_vs_dqn"] == 0.35 and apex4["seconds_vs_sb3"] == 0.22
+    targets = scaling.check_targets(rows)
+    assert targets["2 ms: best Ape-X time / dqn"]["variant"] == "apex-4"   # not the one that missed
+    assert targets["2 ms: best Ape-X time / dqn"]["met"]
+    assert not targets["0 ms: best Ape-X time / dqn"]["met"]              # nothing measured

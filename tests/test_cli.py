@@ -161,7 +161,7 @@ BAD_TRAIN = {
     "ill-typed config key": (["--config", '{"batch_size": 6.5}'], "'batch_size' must be int"),
     "zero workers": (["--num-workers", "0"], "--num-workers: must be a positive integer"),
     "negative workers": (["--num-workers", "-3"], "must be a positive integer"),
-    "workers via config": (["--config", '{"num_workers": 0}'], "num_workers must be a positive"),
+    "workers via config": (["--config", '{"num_workers": 0}'], "'num_workers' must be >= 1"),
     "buffer below a batch": (["--config", '{"buffer_size": 10}'],
                              "buffer_size 10 is smaller than one sample request"),
     "missing checkpoint": (["--restore", "/nonexistent/ck"], "no checkpoint at /nonexistent"),
@@ -176,6 +176,29 @@ def test_bad_train_input_is_one_line_and_exit_2(capsys, tmp_path, args, message)
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert message in err
     assert not list(tmp_path.iterdir())                     # nothing started, nothing written
+
+
+CANNOT_WORK = {  # settings that would hang or crash inside an actor: refused before Ray starts
+    "apex lag": ("apex", '{"max_lag_updates": -1}', "'max_lag_updates' must be >= 0, got -1"),
+    "apex publish": ("apex", '{"publish_every": 0}', "'publish_every' must be >= 1"),
+    "sac tau": ("sac", '{"tau": 0}', "'tau' must be in (0, 1], got 0.0"),
+    "sac gamma": ("sac", '{"gamma": 1.01}', "'gamma' must be in [0, 1]"),
+    "dqn steps": ("dqn", '{"steps_per_iteration": 0}', "'steps_per_iteration' must be >= 1"),
+    "dqn n_step": ("dqn", '{"n_step": 0}', "'n_step' must be >= 1"),
+}
+
+
+@pytest.mark.parametrize("algo,config,message", CANNOT_WORK.values(), ids=CANNOT_WORK.keys())
+def test_a_setting_that_cannot_work_ends_in_one_line_before_ray_starts(
+        capsys, monkeypatch, tmp_path, algo, config, message):
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr("ray.init", no_ray)
+    code = cli.main(["train", "--algo", algo, "--results-dir", str(tmp_path), "--config", config])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ")
+    assert message in err and not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("what", ["meta", "state"])
@@ -219,13 +242,55 @@ def test_restore_through_the_command_line_continues_the_counters(capsys, tmp_pat
     code = cli.main(["train", "--restore", str(dqn_checkpoint), "--quiet",
                      "--results-dir", str(tmp_path), "--stop", '{"env_steps": 600}'])
     assert code == 0
-    assert "after 600 env steps" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "after 600 env steps" in out
+    assert "resuming " in out and "stops at env_steps >= 600 (the new --stop" in out
     [run] = tmp_path.iterdir()
     rows = list(csv.DictReader(open(run / "progress.csv")))
     assert [(r["iteration"], r["env_steps"]) for r in rows] == [("3", "600")]
     params = json.loads((run / "params.json").read_text())
     assert params["restored_from"].endswith("checkpoint_000002")
     assert params["config"]["hidden"] == [16]                 # the checkpoint's config
+
+
+def test_a_resume_takes_the_new_stop_and_trains_past_the_checkpoint(capsys, tmp_path):
+    """The checkpoint met its own goal (eval_return 1, which any CartPole policy scores); a
+    resume with a new --stop trains on under the new criteria only, not the old goal."""
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    code = cli.main(["train", "--algo", "dqn", "--quiet", "--results-dir", str(first),
+                     "--stop", '{"eval_return": 1, "env_steps": 10000}', "--checkpoint-at-end",
+                     "--config", '{"steps_per_iteration": 200, "learning_starts": 100, '
+                     '"hidden": [16], "eval_episodes": 1, "confirm_episodes": 0}'])
+    assert code == 0
+    [run] = first.iterdir()
+    checkpoint_steps = load_checkpoint(run)["counters"]["env_steps"]
+    assert checkpoint_steps == 200
+    capsys.readouterr()
+    code = cli.main(["train", "--restore", str(run), "--quiet", "--results-dir", str(resumed),
+                     "--stop", '{"env_steps": 600}'])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    [line] = [line for line in out.splitlines() if line.startswith("resuming ")]
+    assert "at 200 env steps" in line and "stops at env_steps >= 600 (the new --stop" in line
+    [new_run] = resumed.iterdir()
+    rows = list(csv.DictReader(open(new_run / "progress.csv")))
+    assert int(rows[-1]["env_steps"]) == 600 > checkpoint_steps
+    assert "finished the env_steps budget" in out
+
+
+@pytest.mark.parametrize("stop, message", [
+    (None, "already used up the budget env_steps >= 400 (it has 400"),
+    ('{"env_steps": 300}', "already used up the budget env_steps >= 300 (it has 400"),
+    ('{"eval_return": -5, "env_steps": 800}', "already reached the goal eval_return >= -5.0"),
+])
+def test_a_resume_under_criteria_the_checkpoint_already_meets_is_refused(capsys, tmp_path,
+                                                                         dqn_checkpoint, stop,
+                                                                         message):
+    argv = ["train", "--restore", str(dqn_checkpoint), "--quiet", "--results-dir", str(tmp_path)]
+    assert cli.main(argv + (["--stop", stop] if stop else [])) == 2
+    err = capsys.readouterr().err
+    assert message in err and "--stop" in err and err.count("\n") == 1
+    assert not list(tmp_path.iterdir())                     # refused before a run folder
 
 
 def test_help_config_lists_every_key_with_its_meaning(capsys):
@@ -302,7 +367,8 @@ def run_cli(*args, env=None, timeout=240):
     (["train", "--algo", "ppo"], "unknown algorithm 'ppo'"),
     (["evaluate", "/nonexistent/checkpoint"], "no checkpoint at"),
     (["train", "--config", '{"gamma": "high"}'], "'gamma' must be float"),  # loads torch
-], ids=["algo", "checkpoint", "config"])
+    (["train", "--config", '{"prefetch": 0}'], "'prefetch' must be >= 1, got 0"),
+], ids=["algo", "checkpoint", "config", "range"])
 def test_errors_through_python_m(args, message):
     proc = run_cli(*args)
     assert proc.returncode == 2

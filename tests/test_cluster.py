@@ -49,6 +49,81 @@ def test_aws_yaml_passes_rays_own_validator():
     assert "ray-wheels" not in commands and "ray[default]==" in commands
 
 
+#: what the AWS provider fills in at launch for `resources: {}` (it asks EC2 for the instance
+#: type's vCPUs): the head's and the CPU workers' sizes, as cluster/aws.yaml's comments give them
+DETECTED_CPUS = {"m7i.large": 2, "c7i.2xlarge": 8}
+
+
+def nodes_launched_for(demands: list[dict]) -> dict[str, int]:
+    """The node types Ray's autoscaler launches for pending `demands` on the aws.yaml cluster,
+    computed by the installed Ray's own `ResourceDemandScheduler.get_nodes_to_launch` (what the
+    autoscaler on the head runs every few seconds), with the head and its min_workers CPU
+    workers up and idle."""
+    from ray.autoscaler._private.node_provider_availability_tracker import (
+        NodeAvailabilitySummary,
+    )
+    from ray.autoscaler._private.resource_demand_scheduler import ResourceDemandScheduler
+    from ray.autoscaler.tags import (
+        NODE_KIND_HEAD,
+        NODE_KIND_WORKER,
+        TAG_RAY_NODE_KIND,
+        TAG_RAY_USER_NODE_TYPE,
+    )
+
+    config = cl.validate_cluster_yaml(AWS_YAML)
+    types = config["available_node_types"]
+    for node_type in types.values():
+        cpus = DETECTED_CPUS.get(node_type["node_config"]["InstanceType"])
+        node_type["resources"] = {**({"CPU": cpus} if cpus else {}), **node_type["resources"]}
+    running = {"head": config["head_node_type"]}
+    running |= {f"cpu-{i}": "cpu_worker" for i in range(types["cpu_worker"]["min_workers"])}
+
+    class Provider:                             # the cloud as the scheduler sees it: tags, IPs
+        def node_tags(self, node):
+            kind = NODE_KIND_HEAD if node == "head" else NODE_KIND_WORKER
+            return {TAG_RAY_NODE_KIND: kind, TAG_RAY_USER_NODE_TYPE: running[node]}
+
+        def internal_ip(self, node):
+            return node
+
+    scheduler = ResourceDemandScheduler(Provider(), types, config["max_workers"],
+                                        config["head_node_type"], config["upscaling_speed"])
+    idle = {node: dict(types[t]["resources"]) for node, t in running.items()}
+    launch, _ = scheduler.get_nodes_to_launch(
+        list(running), {}, demands, idle, [], idle, [], NodeAvailabilitySummary({}))
+    return launch
+
+
+def learner_demand(learner_gpus: float) -> dict:
+    """The learner actor's resource request, as the Ape-X driver makes it."""
+    from course_lib.apex import ApexConfig
+    from course_lib.distributed import actor_resources
+
+    cfg = ApexConfig(num_workers=8, learner_gpus=learner_gpus)
+    res = actor_resources(cfg, {"CPU": 18.0})
+    return {"CPU": res["learner"], **({"GPU": res["learner_gpus"]} if res["learner_gpus"] else {})}
+
+
+def test_the_learners_gpu_request_is_what_launches_the_gpu_node():
+    """gpu_learner starts at zero nodes: only a pending request that needs a GPU launches it.
+    The learner asks for one with learner_gpus > 0 (before, it asked only when the cluster
+    already had a GPU: on this cluster, never)."""
+    assert learner_demand(1) == {"CPU": 0.5, "GPU": 1}
+    assert nodes_launched_for([learner_demand(1)]) == {"gpu_learner": 1}
+    assert nodes_launched_for([learner_demand(0)]) == {}          # fits on the idle nodes
+    # CPU work beyond the idle nodes adds a CPU worker, not the GPU node it would also fit on
+    assert nodes_launched_for([{"CPU": 4}] * 6) == {"cpu_worker": 1}
+
+
+def test_the_aws_job_asks_for_the_learners_gpu():
+    """Notebook 08's AWS job and the runbook's `ray job submit` set learner_gpus."""
+    notebook = json.loads((ROOT / "notebooks" / "08_cluster.ipynb").read_text())
+    sources = ["".join(cell["source"]) for cell in notebook["cells"]]
+    [job] = [source for source in sources if "aws_job = " in source]
+    assert 'json.dumps({"learner_gpus": 1})' in job
+    assert """--config '{"learner_gpus": 1}'""" in (ROOT / "cluster" / "README.md").read_text()
+
+
 def test_aws_yaml_has_none_of_the_costly_or_insecure_settings():
     assert cl.safety_problems(AWS_YAML) == []
     config = _aws_config()

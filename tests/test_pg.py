@@ -182,6 +182,81 @@ def test_continuous_actions_are_refused_up_front():
         make_policy(gym.make("Pendulum-v1"))
 
 
+def _scripted_evaluations(monkeypatch, *means):
+    """Replace the greedy evaluation by one that records (episodes, seed) and plays episodes
+    whose returns are the next of `means`: the stop decision on known returns."""
+    import course_lib.pg.reinforce as reinforce
+
+    calls, scripted = [], iter(means)
+
+    def returns(policy, env_id, episodes, seed, hidden=(64, 64)):
+        calls.append((episodes, seed))
+        return np.full(episodes, next(scripted), dtype=float)
+
+    monkeypatch.setattr(reinforce, "greedy_returns", returns)
+    return calls
+
+
+@pytest.mark.parametrize("means, played, stops", [
+    ((100.0,), 10, False),                 # below the goal: no confirmation
+    ((500.0, 470.0), 20, True),            # met, and the 20 confirming episodes meet it alone
+    ((500.0, 440.0), 20, False),           # the 30 average 460 >= 450, but the 20 alone miss
+    ((500.0, 300.0), 20, False),           # a lucky ten that 20 fresh episodes overturn
+])
+def test_pg_evaluation_confirms_a_goal_like_every_trainer(monkeypatch, means, played, stops):
+    from course_lib.pg.parallel import _record
+    from course_lib.trainer import evaluation_request
+
+    calls = _scripted_evaluations(monkeypatch, *means)
+    cfg = PGConfig(eval_every=1, target_return=450.0)
+    batch = {"reward": np.ones(5), "ep_return": np.array([5.0])}
+    history = []
+    assert _record(history, 0.0, batch, 0.0, None, cfg, None) == stops
+    assert history[0]["eval_episodes"] == played
+    assert history[0]["eval_return"] == means[-1]       # the confirming episodes score
+    # the trainers' rule, episode counts and seeds included
+    assert calls[0] == evaluation_request(cfg, [], 0)
+    if len(means) == 2:
+        assert calls[1] == evaluation_request(cfg, [means[0]] * 10, 1)
+
+
+def test_pg_evaluations_play_fresh_start_states_each_time():
+    """The same weights, evaluated twice in one run: new seeds, so other start states (the old
+    code replayed seeds 10_000..10_009 every time)."""
+    from course_lib.pg.parallel import _record
+
+    torch.manual_seed(0)
+    policy = make_policy(gym.make("CartPole-v1"))
+    cfg = PGConfig(eval_every=1, target_return=1e9)
+    batch = {"reward": np.ones(5), "ep_return": np.array([5.0])}
+    history = []
+    for _ in range(3):
+        _record(history, 0.0, batch, 0.0, policy, cfg, None)
+    assert [row["evaluations"] for row in history] == [1, 2, 3]
+    assert len({row["eval_return"] for row in history}) == 3
+
+
+def test_discrete_observations_work_from_sampling_to_evaluation():
+    """FrozenLake's observation is one integer: `envs.make_env` makes it a one-hot vector."""
+    from course_lib.envs import make_env
+
+    env = make_env("FrozenLake-v1")
+    env.reset(seed=0)
+    policy = make_policy(gym.make("FrozenLake-v1"))          # sized by the flattened space
+    batch = sample_episodes(env, policy, min_steps=30, rng=np.random.default_rng(0))
+    assert batch["obs"].shape == (len(batch["reward"]), 16)
+    assert set(batch["obs"].sum(axis=1)) == {1.0}          # one-hot
+    assert 0.0 <= evaluate_greedy(policy, "FrozenLake-v1", episodes=3, seed=0) <= 1.0
+
+
+def test_parallel_pg_trains_on_discrete_observations(ray_local):
+    cfg = PGConfig(env_id="FrozenLake-v1", num_workers=1, steps_per_worker=50,
+                   max_iterations=2, eval_every=1, eval_episodes=3, target_return=2.0)
+    for train in (train_sync, train_async):
+        _, history = train(cfg)
+        assert [row["eval_episodes"] for row in history] == [3, 3]
+
+
 # --- the parallel loops --------------------------------------------------------------------------
 
 def _check_history(history, cfg):

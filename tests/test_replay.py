@@ -528,3 +528,21 @@ def test_replay_actor_with_two_concurrent_explorers(ray_local, tmp_path):
     with pytest.raises(ValueError, match="missing \\['reward'\\]"):
         ray.get(replay.add.remote(without(make_batch(0, 5), "reward")))
     assert ray.get(replay.stats.remote())["inserted"] == 1000
+
+
+def test_a_request_of_several_batches_needs_one_batch_stored_and_weighs_each_on_its_own():
+    """The learner's request: each batch drawn on its own, so 100 transitions stored serve
+    8 batches of 64, and each batch's largest importance weight is 1 (normalised per batch,
+    as documented), not only the largest of the whole request."""
+    from course_lib.replay import ReplayServer
+
+    server = ReplayServer(1_000, SPEC, seed=0)
+    priorities = np.random.default_rng(0).uniform(0.01, 10.0, 100)
+    server.add(make_batch(0, 100), priorities)
+    batches = server.sample_batches(64, 8, beta=0.4)
+    assert len(batches) == 8 and all(b["obs"].shape == (64, 4) for b in batches)
+    assert [float(b["weights"].max()) for b in batches] == [1.0] * 8
+    assert server.stats()["sampled"] == 8 * 64                # counted as drawn
+    uniform = ReplayServer(1_000, SPEC, seed=0, prioritized=False)
+    uniform.add(make_batch(0, 100))
+    assert [len(b["reward"]) for b in uniform.sample_batches(64, 3)] == [64] * 3

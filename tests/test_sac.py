@@ -169,7 +169,10 @@ def test_updates_due_and_resources():
         res = actor_resources(SACConfig(num_workers=workers), {"CPU": 2.0})
         assert res["learner_gpus"] == 0
         assert res["learner"] + res["replay"] + res["evaluator"] + workers * res["worker"] <= 2
-    assert actor_resources(SACConfig(), {"CPU": 4.0, "GPU": 1.0})["learner_gpus"] == 1
+    # the GPU is asked for when the config says so, not when one happens to be there: on a
+    # cluster whose GPU node starts at zero, that request is what launches it
+    assert actor_resources(SACConfig(), {"CPU": 4.0, "GPU": 1.0})["learner_gpus"] == 0
+    assert actor_resources(SACConfig(learner_gpus=1), {"CPU": 4.0})["learner_gpus"] == 1
     with pytest.raises(ValueError, match="too few"):
         actor_resources(SACConfig(), {"CPU": 1.0})
 
@@ -225,7 +228,7 @@ BAD = {
     "unknown env": (["--env", "Pendulm-v1"], "did you mean Pendulum-v1"),
     "bad stop": (["--stop", '{"eval_return": "high"}'], "eval_return must be a number"),
     "bad config": (["--config", '{"tau": "slow"}'], "'tau' must be float"),
-    "zero workers": (["--config", '{"num_workers": 0}'], "num_workers must be a positive"),
+    "zero workers": (["--config", '{"num_workers": 0}'], "'num_workers' must be >= 1"),
 }
 
 
@@ -277,12 +280,14 @@ def test_end_to_end_sac_through_the_command_line(tmp_path, capsys, ray_local):
                                               f"version {meta['weights_version']}, ")
 
     resumed = tmp_path / "resumed"
+    more = int(last["env_steps"]) + 200          # budgets count the whole run
     code = cli.main(["train", "--restore", str(run), "--quiet", "--results-dir", str(resumed),
-                     "--stop", '{"env_steps": 700}'])
+                     "--stop", json.dumps({"env_steps": more})])
     assert code == 0, capsys.readouterr().err
     [run2] = resumed.iterdir()
     rows2 = list(csv.DictReader(open(run2 / "progress.csv")))
     assert int(rows2[0]["iteration"]) == int(last["iteration"]) + 1
+    assert int(rows2[-1]["env_steps"]) >= more                 # trained past the checkpoint
     assert int(rows2[0]["learner_updates"]) >= int(last["learner_updates"])
     assert json.loads((run2 / "params.json").read_text())["algo"] == "sac"
 
@@ -324,3 +329,42 @@ def test_a_non_finite_error_mid_run_is_one_line_through_the_cli(capsys, tmp_path
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("error: Pendulum-v1 gave a non-finite observation at env step 3")
+
+
+def test_a_gpu_learner_on_a_local_instance_without_gpus_is_refused_in_one_line(ray_local,
+                                                                                capsys, tmp_path):
+    """A local Ray instance has no autoscaler: the learner's GPU would never come, and the run
+    would wait for it forever. Refused before any actor starts."""
+    from course_lib.distributed import NoGPUError, check_gpus, started_here
+
+    assert started_here()                       # this test process started the instance
+    assert ray_local.cluster_resources().get("GPU", 0) == 0
+    with pytest.raises(NoGPUError, match="set learner_gpus 0"):
+        sac.train_sac(SACConfig.preset().updated({"learner_gpus": 1, "num_workers": 1}))
+    code = cli.main(["train", "--algo", "sac", "--env", "Pendulum-v1", "--quiet",
+                     "--results-dir", str(tmp_path), "--config", '{"learner_gpus": 0.5}'])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: learner_gpus=0.5 but this local Ray instance")
+    assert err.count("\n") == 1
+    check_gpus(SACConfig(learner_gpus=1), {"CPU": 2.0}, can_add_nodes=True)   # a cluster: wait
+
+
+def test_negative_learner_gpus_are_refused_before_ray_starts(capsys):
+    assert cli.main(["train", "--algo", "sac", "--config", '{"learner_gpus": -1}']) == 2
+    assert "'learner_gpus' must be >= 0" in capsys.readouterr().err
+
+
+def test_the_quick_run_trains_from_learning_starts_and_its_utd_column_is_the_ratio_held(
+        ray_local):
+    """The SAC run CI executes (the quick preset: 1,500 env steps, learning_starts 400) trains
+    from its 400th transition on, not from the 2,048th (batch 256 x 8 batches), and its `utd`
+    column reads the ratio the driver holds: updates per transition past the start. The
+    learner may trail the ratio by the lag the workers wait for, never lead it."""
+    cfg = SACConfig.preset(quick=True)
+    assert cfg.max_env_steps < cfg.batch_size * cfg.sample_batches   # the old start
+    result = sac.train_sac(cfg.updated({"max_time_s": 240.0}))
+    last = result.last
+    assert result.stopped_by == "env_steps" and last["learner_updates"] > 0
+    lag = cfg.max_lag_updates + cfg.learner_chunk + cfg.num_workers * cfg.worker_chunk
+    low = cfg.utd_ratio * (1 - lag / (cfg.max_env_steps - cfg.learning_starts))
+    assert low <= last["utd"] <= cfg.utd_ratio + 1e-9

@@ -1,10 +1,12 @@
 """The shared trainer skeleton: evaluated snapshots, fresh evaluation seeds, the update debt,
 start-up, counting where transitions land, restarts, and refusing bad configs early."""
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -17,7 +19,14 @@ from course_lib.distributed import WorkerDiedError
 from course_lib.dqn import DQNConfig, DQNLearner, DQNTrainer
 from course_lib.nets import set_weights
 from course_lib.param_server import ParameterServer
-from course_lib.trainer import Snapshot, Trainer, TrainerConfig, derive_seed, updates_due
+from course_lib.trainer import (
+    Snapshot,
+    Trainer,
+    TrainerConfig,
+    derive_seed,
+    evaluation_score,
+    updates_due,
+)
 
 
 class Stub(Trainer):
@@ -41,6 +50,24 @@ def test_updates_due_owes_nothing_for_the_transitions_that_fill_the_buffer():
     assert trainer.updates_due() == 0
     trainer.counters["inserted"] = 1_400
     assert trainer.updates_due() == 100
+
+
+@pytest.mark.parametrize("config,per_update", [(sac.SACConfig(learning_starts=1_000), 1),
+                                                (ApexConfig(learning_starts=1_000,
+                                                            batch_size=256), 16)])
+def test_the_first_update_is_owed_right_after_learning_starts(config, per_update):
+    """Not after max(learning_starts, batch_size x sample_batches) = 2,048 transitions:
+    a request's batches are drawn one by one, so one batch stored is enough to sample."""
+    cfg = config
+    assert cfg.batch_size * cfg.sample_batches > 1_000
+    trainer = Stub(cfg)
+    trainer.updates_per_transition = 1 / per_update     # SAC: utd 1; Ape-X: 16 / 256
+    trainer.counters["inserted"] = 1_000
+    assert trainer.updates_due() == 0
+    trainer.counters["inserted"] = 1_000 + per_update
+    assert trainer.updates_due() == 1
+    small = dataclasses.replace(cfg, learning_starts=10)
+    assert Stub(small).learning_start == cfg.batch_size   # one batch at least
 
 
 def test_after_a_resume_learning_starts_applies_again_and_the_seeds_change():
@@ -121,7 +148,7 @@ def test_apex_stops_on_a_confirmed_goal_and_saves_the_weights_that_scored(ray_lo
     result = apex.train_apex(cfg, run=run)
     run.close()
     last = result.last
-    assert result.stopped_by == "eval_return" and last["eval_episodes"] == 3 + 5
+    assert result.stopped_by == "eval_return" and last["eval_episodes"] == 5   # the confirming
     checkpoint = results.load_checkpoint(result.checkpoint)
     assert checkpoint["weights_version"] == last["learner_updates"]
     assert checkpoint["counters"]["env_steps"] == last["env_steps"]
@@ -132,10 +159,10 @@ def test_apex_stops_on_a_confirmed_goal_and_saves_the_weights_that_scored(ray_lo
     policy = dqn.make_q_net(cfg.env_id, cfg.hidden)
     policy.load_state_dict(checkpoint["learner"]["online"])
     k = checkpoint["counters"]["evaluations"]
-    replayed = np.concatenate([
-        dqn.evaluate_greedy(policy, cfg.env_id, 3, derive_seed(cfg.seed, "evaluation", k - 1)),
-        dqn.evaluate_greedy(policy, cfg.env_id, 5, derive_seed(cfg.seed, "evaluation", k))])
-    assert replayed.mean() == pytest.approx(last["eval_return"])
+    screened = dqn.evaluate_greedy(policy, cfg.env_id, 3, derive_seed(cfg.seed, "evaluation",
+                                                                      k - 1))
+    confirmed = dqn.evaluate_greedy(policy, cfg.env_id, 5, derive_seed(cfg.seed, "evaluation", k))
+    assert screened.mean() >= 9.0 and confirmed.mean() == pytest.approx(last["eval_return"])
 
 
 def test_a_worker_never_acts_without_the_learners_weights(ray_local):
@@ -151,23 +178,46 @@ def test_a_worker_never_acts_without_the_learners_weights(ray_local):
         ray.kill(replay)
 
 
-def test_inserted_transitions_are_counted_where_they_land(ray_local):
-    """The driver takes the replay actor's own count, which a lost or resent chunk cannot
-    inflate or lose; results that arrive out of order never lower it."""
-    trainer = ApexTrainer.__new__(ApexTrainer)            # the counting, without actors
+def bare_apex() -> ApexTrainer:
+    """An ApexTrainer's counting, without actors: two workers, nothing booked yet."""
+    trainer = ApexTrainer.__new__(ApexTrainer)
     Trainer.__init__(trainer, TINY_APEX)
     trainer.pids, trainer.lost, trainer.worker_returns = [1, 2], [0, 0], [[], []]
-    trainer._train_returns = []
+    trainer.restarts, trainer.landed, trainer._train_returns = [0, 0], 0, []
+    return trainer
 
-    def book(i, inserted):
-        out = {"env_steps": 100, "episode_returns": [], "pid": i + 1, "replay_inserted": inserted}
-        trainer._book_collect(ray.put(out), i)
 
-    book(0, 150)
-    book(1, 120)                   # worker 1's last add landed before worker 0's
-    assert trainer.counters["inserted"] == 150
-    book(1, None)                  # sent nothing this chunk
-    assert trainer.counters["inserted"] == 150 and trainer.counters["env_steps"] == 300
+def book(trainer, i, inserted, restarts=0):
+    """Book a 100-step chunk of worker i whose last add left `inserted` in the replay."""
+    out = {"env_steps": 100, "episode_returns": [], "pid": 10 * i + restarts,
+           "restarts": restarts, "replay_inserted": inserted}
+    trainer._book_collect(ray.put(out), i)
+
+
+def test_inserted_transitions_are_counted_where_they_land(ray_local):
+    """The driver takes the replay actor's own count, which a lost or resent chunk cannot
+    inflate or lose; results that arrive out of order never lower it; and it never exceeds
+    the env steps counted (each transition is one env step's): transitions of another
+    worker's chunk, or of a chunk lost in a crash, land before their env steps are booked."""
+    trainer = bare_apex()
+    c = trainer.counters
+    book(trainer, 0, 150)          # 50 of worker 1's transitions landed already
+    assert c["inserted"] == 100 == c["env_steps"]
+    book(trainer, 1, 120)          # worker 1's last add landed before worker 0's
+    assert c["inserted"] == 150 and c["env_steps"] == 200
+    book(trainer, 1, None)         # sent nothing this chunk
+    assert c["inserted"] == 150 and c["env_steps"] == 300
+    book(trainer, 0, 420)          # a crash lost 100 env steps whose transitions landed
+    assert c["inserted"] == 400 == c["env_steps"]
+
+
+def test_two_restarts_between_two_results_count_two(ray_local):
+    trainer = bare_apex()
+    book(trainer, 0, None, restarts=2)    # one new pid, but Ray restarted it twice
+    assert trainer.counters["worker_restarts"] == 2
+    book(trainer, 0, None, restarts=2)
+    book(trainer, 1, None, restarts=1)
+    assert trainer.counters["worker_restarts"] == 3
 
 
 class CrashingExplorer(apex.Explorer.__ray_actor_class__):
@@ -206,13 +256,19 @@ def test_sac_rollout_workers_restart_like_explorers(ray_local):
     trainer = sac.SACTrainer(cfg)
     try:
         trainer.step()
-        old_pid = trainer.pids[0]
-        ray.kill(trainer.workers[0], no_restart=False)
+        old_pid = pid = trainer.pids[0]
+        worker = trainer.workers[0]
+        for _ in range(2):                 # twice, before the driver books a result again
+            ray.kill(worker, no_restart=False)
+            while (new := ray.get(worker.pid.remote(), timeout=300)) == pid:
+                time.sleep(0.1)            # the kill has not landed yet: ask again
+            pid = new
         for _ in range(40):
-            row = trainer.step()
+            trainer.step()
             if trainer.pids[0] != old_pid:
                 break
-        assert row["worker_restarts"] == 1 and trainer.pids[0] != old_pid
+        assert trainer.counters["worker_restarts"] == 2 and trainer.pids[0] == pid
+        assert trainer.step()["worker_restarts"] == 2     # the next snapshot's row says so
     finally:
         trainer.close()
 
@@ -260,3 +316,93 @@ def test_the_sac_evaluation_closes_every_env_it_makes(monkeypatch):
     monkeypatch.setattr(envs, "make_env", tracking_make_env)
     sac.deterministic_returns(sac.SquashedGaussianActor(3, 1, (8,)), "Pendulum-v1", 2, seed=0)
     assert len(made) == 3 and len(closed) == len(made)    # one for the bounds, two episodes
+
+
+def scored_row(trainer: Trainer, returns: list[float]) -> dict:
+    """The row of a snapshot that played `returns` (the skeleton's own scoring)."""
+    snapshot = trainer.snapshot({}, {}, 0)
+    snapshot.returns = list(returns)
+    return trainer.row(snapshot)
+
+
+def test_a_lucky_first_ten_does_not_carry_a_failing_confirmation():
+    """10 episodes at 500 select the weights, 20 fresh ones at 465 fail on their own: the mean
+    of all 30 (476.7) would have stopped the run at 475; the confirming episodes decide."""
+    cfg = TrainerConfig(eval_episodes=10, confirm_episodes=20, target_return=475.0)
+    trainer = Stub(cfg)
+    lucky = scored_row(trainer, [500.0] * 10 + [465.0] * 20)
+    assert (lucky["eval_return"], lucky["eval_episodes"]) == (465.0, 20)
+    assert results.stop_reason(lucky, cfg) is None
+    held = scored_row(trainer, [500.0] * 10 + [480.0] * 20)
+    assert results.stop_reason(held, cfg) == "eval_return" and held["eval_return"] == 480.0
+    unconfirmed = scored_row(trainer, [400.0] * 10)          # below the goal: no confirmation
+    assert (unconfirmed["eval_return"], unconfirmed["eval_episodes"]) == (400.0, 10)
+    assert trainer.state()["eval_return"] == 400.0            # the checkpoint says the same
+    no_confirm = TrainerConfig(eval_episodes=10, confirm_episodes=0, target_return=475.0)
+    assert evaluation_score(no_confirm, [480.0] * 10) == (480.0, 10)
+
+
+def test_a_row_is_one_moment_its_counters_and_the_training_that_led_to_it():
+    """Train returns and rates belong to the window that ends at the snapshot: what is booked
+    after the snapshot (while it is evaluated) goes into the next row, not this one."""
+    trainer = Stub(TrainerConfig())
+    trainer.counters["env_steps"] = 1_000
+    trainer.book_episodes([10.0, 30.0])
+    first = trainer.snapshot({}, {}, 50, loss=0.5)
+    trainer.counters["env_steps"] = 3_000                 # trained on while it is evaluated
+    trainer.book_episodes([200.0])
+    first.returns = [1.0]
+    row = trainer.row(first)
+    assert row["env_steps"] == 1_000 and row["train_return"] == 20.0 and row["loss"] == 0.5
+    assert row["env_steps_per_s"] == pytest.approx(1_000 / row["time_s"])
+    second = trainer.snapshot({}, {}, 80)
+    second.returns = [2.0]
+    row = trainer.row(second)
+    assert row["train_return"] == 200.0
+    assert row["updates_per_s"] == pytest.approx(30 / (second.counters["time_s"]
+                                                       - first.counters["time_s"]))
+
+
+# --- settings that cannot work are refused by check(), in one line -------------------------------
+
+CANNOT_WORK = [  # (config, key, value, allowed)
+    (ApexConfig, "max_lag_updates", -1, ">= 0"), (ApexConfig, "publish_every", 0, ">= 1"),
+    (sac.SACConfig, "learner_chunk", 0, ">= 1"), (ApexConfig, "prefetch", 0, ">= 1"),
+    (DQNConfig, "steps_per_iteration", 0, ">= 1"), (DQNConfig, "target_update_every", 0, ">= 1"),
+    (ApexConfig, "target_update_every", 0, ">= 1"), (DQNConfig, "gamma", 1.5, "[0, 1]"),
+    (sac.SACConfig, "gamma", -0.1, "[0, 1]"), (ApexConfig, "n_step", 0, ">= 1"),
+    (DQNConfig, "eval_episodes", 0, ">= 1"), (sac.SACConfig, "tau", 0.0, "(0, 1]"),
+    (sac.SACConfig, "tau", 1.5, "(0, 1]"), (ApexConfig, "worker_chunk", 0, ">= 1"),
+    (sac.SACConfig, "send_every", 0, ">= 1"), (ApexConfig, "pull_every", 0, ">= 1"),
+    (ApexConfig, "sample_batches", 0, ">= 1"), (DQNConfig, "batch_size", 0, ">= 1"),
+    (sac.SACConfig, "buffer_size", 0, ">= 1"), (DQNConfig, "lr", 0.0, "> 0"),
+    (sac.SACConfig, "lr", float("nan"), "> 0"), (ApexConfig, "eps", 1.5, "[0, 1]"),
+    (DQNConfig, "eps_end", -0.1, "[0, 1]"), (ApexConfig, "priority_alpha", -1.0, "[0, 1]"),
+    (DQNConfig, "priority_beta", 2.0, "[0, 1]"), (ApexConfig, "num_workers", 0, ">= 1"),
+    (sac.SACConfig, "learner_cpus", -1.0, ">= 0"), (ApexConfig, "hidden", (0, 32), ">= 1"),
+    (DQNConfig, "hidden", (), ">= 1"), (DQNConfig, "confirm_episodes", -1, ">= 0"),
+    (sac.SACConfig, "utd_ratio", 0.0, "> 0"), (sac.SACConfig, "init_alpha", 0.0, "> 0"),
+    (ApexConfig, "max_worker_restarts", -1, ">= 0"), (DQNConfig, "replay_ratio", 0.0, "> 0"),
+    (DQNConfig, "grad_clip", 0.0, "> 0"), (ApexConfig, "learning_starts", -1, ">= 0"),
+    (sac.SACConfig, "max_env_steps", -5, ">= 0"), (ApexConfig, "eval_every_s", -1.0, ">= 0"),
+    (ApexConfig, "env_latency_ms", -1.0, "[0, inf)"), (DQNConfig, "num_envs", 0, ">= 1"),
+    (sac.SACConfig, "env_latency_ms", float("inf"), "[0, inf)"),
+    (DQNConfig, "env_latency_ms", float("nan"), "[0, inf)"),
+]
+
+
+@pytest.mark.parametrize("config,key,value,allowed", CANNOT_WORK,
+                         ids=[f"{c.__name__}.{k}={v}" for c, k, v, _ in CANNOT_WORK])
+def test_a_setting_that_cannot_work_is_refused_in_one_line(config, key, value, allowed):
+    bad = dataclasses.replace(config(), **{key: value})
+    with pytest.raises(ValueError) as info:
+        bad.check()
+    message = str(info.value)
+    assert f"'{key}'" in message and allowed in message and "\n" not in message
+
+
+@pytest.mark.parametrize("config", [DQNConfig, ApexConfig, sac.SACConfig])
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_presets_and_budgets_switched_off_pass_the_check(config, quick):
+    config.preset(quick=quick).check()
+    config().updated({"max_env_steps": None, "max_time_s": None, "target_return": None}).check()

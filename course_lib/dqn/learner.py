@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -27,6 +27,10 @@ from course_lib.trainer import TrainerConfig
 @dataclass
 class DQNSettings(TrainerConfig):
     """The DQN learner and its prioritized replay: what single-process DQN and Ape-X share."""
+
+    LIMITS: ClassVar[dict[str, str]] = {
+        "n_step": ">= 1", "replay_ratio": "> 0", "target_update_every": ">= 1",
+        "grad_clip": "> 0", "priority_alpha": "[0, 1]", "priority_beta": "[0, 1]"}
 
     env_id: str = "CartPole-v1"       # any gymnasium env with a discrete action space
     n_step: int = 3                   # rewards summed before bootstrapping
@@ -106,7 +110,7 @@ def epsilon_for_explorer(i: int, n: int, eps: float = 0.4, alpha: float = 7.0) -
     Explorer 0 explores most (eps), the last least (eps^(1+alpha)); a single explorer gets eps.
 
     >>> [round(epsilon_for_explorer(i, 3), 4) for i in range(3)]
-    [0.4, 0.0406, 0.0041]
+    [0.4, 0.0162, 0.0007]
     """
     if not 0 <= i < n:
         raise ValueError(f"explorer index must be in [0, {n}), got {i}")
@@ -129,6 +133,18 @@ def epsilon_greedy(q_net: nn.Module, obs: np.ndarray, epsilon: float,
         return int(rng.integers(n_actions))
     obs = torch.as_tensor(obs, dtype=torch.float32, device=device_of(q_net))
     return int(q_net(obs[None]).argmax(dim=1).item())
+
+
+@torch.no_grad()
+def epsilon_greedy_batch(q_net: nn.Module, obs: np.ndarray, epsilon: float,
+                         rng: np.random.Generator, n_actions: int) -> np.ndarray:
+    """`epsilon_greedy` for a batch of observations (N, obs_dim) in one forward pass: each of
+    the N actions is random with probability epsilon, else argmax_a Q(obs_i, a). (N,) ints."""
+    greedy = q_net(torch.as_tensor(obs, dtype=torch.float32, device=device_of(q_net)))
+    actions = greedy.argmax(dim=1).cpu().numpy()
+    explore = rng.random(len(actions)) < epsilon
+    actions[explore] = rng.integers(n_actions, size=int(explore.sum()))
+    return actions
 
 
 # ---------------------------------------------------------------------------------------------

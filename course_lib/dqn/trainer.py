@@ -13,14 +13,14 @@ import torch
 
 from course_lib.dqn.learner import (
     DQNSettings,
-    epsilon_greedy,
+    epsilon_greedy_batch,
     evaluate_greedy,
     greedy_policy,
     linear_epsilon,
     make_learner,
     require_discrete,
 )
-from course_lib.envs import env_dims, make_env
+from course_lib.envs import EnvBatch, env_dims
 from course_lib.replay.nstep import NStepBuffer, stack_transitions
 from course_lib.replay.prioritized import PrioritizedReplayBuffer
 from course_lib.replay.uniform import transition_spec
@@ -35,10 +35,14 @@ class DQNConfig(DQNSettings):
     QUICK: ClassVar[dict] = {"max_env_steps": 3_000, "target_return": None,
                              "learning_starts": 500, "steps_per_iteration": 500,
                              "eval_episodes": 3}
+    LIMITS: ClassVar[dict[str, str]] = {"eps_start": "[0, 1]", "eps_end": "[0, 1]",
+                                        "eps_decay_steps": ">= 0", "steps_per_iteration": ">= 1",
+                                        "num_envs": ">= 1"}
     eps_start: float = 1.0            # exploration epsilon at the first step ...
     eps_end: float = 0.02             # ... decays linearly to this ...
     eps_decay_steps: int = 10_000     # ... over this many env steps
     steps_per_iteration: int = 1_000  # env steps per iteration (one progress row, one eval)
+    num_envs: int = 1                 # envs stepped as one batch (one forward pass for all)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -46,7 +50,9 @@ class DQNConfig(DQNSettings):
 # ---------------------------------------------------------------------------------------------
 
 class DQNTrainer(Trainer):
-    """One env, one prioritized buffer, one DQNLearner, in this process.
+    """`num_envs` envs stepped as one batch (`envs.EnvBatch`: one forward pass acts in all of
+    them, and their `env_latency_ms` waits overlap), one prioritized buffer, one DQNLearner,
+    in this process.
 
     `step()` runs one iteration (`steps_per_iteration` env steps, with the learner updates
     that fall due interleaved; fewer when the wall-clock budget runs out), then evaluates a
@@ -65,18 +71,17 @@ class DQNTrainer(Trainer):
         torch.set_num_threads(1)
         torch.manual_seed(self.seed("learner"))
         self.rng = np.random.default_rng(self.seed("explore"))
-        self.env = make_env(cfg.env_id)
-        require_discrete(self.env)
-        self.obs_dim, self.n_actions = env_dims(self.env)
+        self.envs = EnvBatch(cfg.env_id, cfg.num_envs, cfg.env_latency_ms, self.seed("env"))
+        require_discrete(self.envs.envs[0])
+        self.obs_dim, self.n_actions = env_dims(self.envs.envs[0])
         spec = transition_spec((self.obs_dim,), n_step=True)
         self.buffer = PrioritizedReplayBuffer(cfg.buffer_size, spec, alpha=cfg.priority_alpha,
                                               seed=self.seed("replay"))
-        self.nstep = NStepBuffer(cfg.n_step, cfg.gamma)
+        self.nsteps = [NStepBuffer(cfg.n_step, cfg.gamma) for _ in range(cfg.num_envs)]
         self.learner = make_learner(cfg, self.obs_dim, self.n_actions)
         if restore is not None:
             self.learner.load_state_dict(restore["learner"])
-        self.obs, _ = self.env.reset(seed=self.seed("env"))
-        self.episode_return = 0.0
+        self.episode_returns = np.zeros(cfg.num_envs)
 
     @property
     def updates_per_transition(self) -> float:
@@ -84,26 +89,26 @@ class DQNTrainer(Trainer):
 
     def step(self) -> dict[str, Any]:
         cfg, c, learner = self.cfg, self.counters, self.learner
-        t0, steps0, updates0 = time.perf_counter(), c["env_steps"], learner.updates
-        returns, losses = [], []
+        losses = []
         deadline = math.inf if cfg.max_time_s is None else self.start + cfg.max_time_s
-        for _ in range(cfg.steps_per_iteration):
-            # -- act and store the n-step transitions that are complete --------------------
+        for _ in range(math.ceil(cfg.steps_per_iteration / cfg.num_envs)):
+            # -- act in every env and store the n-step transitions that are complete -------
             eps = linear_epsilon(c["env_steps"], cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
-            action = epsilon_greedy(learner.online, self.obs, eps, self.rng, self.n_actions)
-            next_obs, reward, terminated, truncated, _ = self.env.step(action)
-            done = self.nstep.add(self.obs, action, reward, next_obs, terminated, truncated)
-            if done:
-                self.buffer.add(stack_transitions(done))  # new transitions get the max priority
-                c["inserted"] += len(done)
-            c["env_steps"] += 1
-            self.episode_return += reward
-            self.obs = next_obs                         # carry the next observation over
-            if terminated or truncated:
-                returns.append(self.episode_return)
-                c["episodes"] += 1
-                self.obs, _ = self.env.reset()
-                self.episode_return = 0.0
+            obs = self.envs.obs
+            actions = epsilon_greedy_batch(learner.online, obs, eps, self.rng, self.n_actions)
+            next_obs, rewards, terminated, truncated = self.envs.step(actions)
+            self.episode_returns += rewards
+            for i, nstep in enumerate(self.nsteps):
+                done = nstep.add(obs[i], actions[i], rewards[i], next_obs[i], terminated[i],
+                                 truncated[i])
+                if done:
+                    self.buffer.add(stack_transitions(done))  # stored with the max priority
+                    c["inserted"] += len(done)
+                if terminated[i] or truncated[i]:
+                    self.book_episodes([float(self.episode_returns[i])])
+                    c["episodes"] += 1
+                    self.episode_returns[i] = 0.0
+            c["env_steps"] += cfg.num_envs
             # -- learn: the updates that are due (none before learning_starts) ------------
             while learner.updates < self.updates_due():
                 batch = self.buffer.sample(cfg.batch_size, beta=cfg.priority_beta)
@@ -113,18 +118,17 @@ class DQNTrainer(Trainer):
             if time.perf_counter() >= deadline:   # the clock ran out: evaluate what we have
                 break
         c["learner_updates"] = learner.updates
-        elapsed = time.perf_counter() - t0
         # -- evaluate exactly the weights a checkpoint of this iteration would hold ----------
-        snapshot = self.snapshot(learner.state_dict(), learner.get_weights(), learner.updates)
+        snapshot = self.snapshot(learner.state_dict(), learner.get_weights(), learner.updates,
+                                 loss=mean_or_nan(losses))
         while (request := self.next_evaluation(snapshot)) is not None:
             episodes, seed = request
             snapshot.returns += evaluate_greedy(learner.online, cfg.env_id, episodes,
                                                 seed).tolist()
-        return self.row(snapshot, elapsed, steps0, updates0, returns,
-                        loss=mean_or_nan(losses), epsilon=eps, replay_size=len(self.buffer))
+        return self.row(snapshot, epsilon=eps, replay_size=len(self.buffer))
 
     def close(self) -> None:
-        self.env.close()
+        self.envs.close()
 
 
 def train_dqn(config: DQNConfig, progress=None, run=None, restore: dict | str | None = None):

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import ray
 import torch
 
+from course_lib.envs import make_env
 from course_lib.nets import get_weights, set_weights
 from course_lib.param_server import pull_weights
 from course_lib.pg.reinforce import (
@@ -24,11 +24,12 @@ from course_lib.pg.reinforce import (
     PolicyNet,
     concat_batches,
     discounted_returns,
-    evaluate_greedy,
+    evaluate_confirmed,
     make_policy,
     sample_episodes,
     update_policy,
 )
+from course_lib.trainer import evaluation_score
 
 
 @ray.remote(num_cpus=1)
@@ -43,7 +44,7 @@ class EpisodeSampler:
     def __init__(self, env_id: str, hidden: tuple[int, ...], gamma: float, seed: int):
         torch.set_num_threads(1)          # one core per worker; torch would grab them all
         torch.manual_seed(seed)
-        self.env = gym.make(env_id)
+        self.env = make_env(env_id)       # flat float32 observations (one-hot if Discrete)
         self.env.reset(seed=seed)
         self.rng = np.random.default_rng(seed)
         self.policy = make_policy(self.env, hidden)
@@ -84,7 +85,7 @@ class EpisodeSampler:
 def make_policy_and_optimizer(cfg: PGConfig) -> tuple[PolicyNet, torch.optim.Optimizer]:
     """The driver's policy (the one that learns) and its optimiser, seeded from cfg.seed."""
     torch.manual_seed(cfg.seed)
-    env = gym.make(cfg.env_id)
+    env = make_env(cfg.env_id)
     policy = make_policy(env, cfg.hidden)
     env.close()
     return policy, torch.optim.Adam(policy.parameters(), lr=cfg.lr)
@@ -121,13 +122,17 @@ def rollout_workers(cfg: PGConfig, policy: PolicyNet):
 
 def _record(history: list[dict], start: float, batch: dict, loss: float, policy: PolicyNet,
             cfg: PGConfig, progress: Callable[[dict], None] | None, **extra) -> bool:
-    """Append the row of the update just made on `batch` (greedy eval every `cfg.eval_every`
-    updates), with any `extra` columns, and hand it to `progress`. True once the greedy return
+    """Append the row of the update just made on `batch` (a greedy evaluation every
+    `cfg.eval_every` updates, fresh episodes each time, confirmed as in every trainer: see
+    `evaluate_confirmed`), with any `extra` columns, and hand it to `progress`. True once the
+    evaluation's score (`trainer.evaluation_score`: the confirming episodes on their own)
     reaches `cfg.target_return`: the caller stops."""
     iteration = len(history) + 1
-    eval_return = float("nan")
+    evaluations = history[-1]["evaluations"] if history else 0
+    returns = []
     if iteration % cfg.eval_every == 0 or iteration == cfg.max_iterations:
-        eval_return = evaluate_greedy(policy, cfg.env_id, cfg.eval_episodes, seed=10_000)
+        returns, evaluations = evaluate_confirmed(policy, cfg, evaluations)
+    eval_return, scored = evaluation_score(cfg, returns) if returns else (float("nan"), 0)
     row = {
         "iteration": iteration,
         "time_s": time.perf_counter() - start,
@@ -136,6 +141,8 @@ def _record(history: list[dict], start: float, batch: dict, loss: float, policy:
         "mean_return": float(batch["ep_return"].mean()),
         "loss": loss,
         "eval_return": eval_return,     # NaN when this iteration was not evaluated
+        "eval_episodes": scored,        # 0, eval_episodes, or confirm_episodes (they decide)
+        "evaluations": evaluations,     # evaluations so far (each one's seeds are new)
         **extra,
     }
     history.append(row)

@@ -20,14 +20,17 @@ from torch import nn
 from torch.distributions import Categorical
 
 from course_lib.config import Config
+from course_lib.envs import evaluate_policy, make_env
 from course_lib.nets import mlp, set_weights
+from course_lib.trainer import evaluation_request
 
 
 @dataclass
 class PGConfig(Config):
     """Hyperparameters of parallel REINFORCE. Full mode: greedy CartPole-v1 return >= 450."""
 
-    QUICK: ClassVar[dict] = {"max_iterations": 15, "eval_every": 5, "eval_episodes": 3}
+    QUICK: ClassVar[dict] = {"max_iterations": 15, "eval_every": 5, "eval_episodes": 3,
+                             "confirm_episodes": 3}
     env_id: str = "CartPole-v1"       # a gymnasium env with a discrete action space
     num_workers: int = 2              # rollout actors, one CPU each
     steps_per_worker: int = 1000      # env steps each worker collects per batch (whole episodes)
@@ -39,7 +42,8 @@ class PGConfig(Config):
     max_iterations: int = 300         # policy updates before giving up
     target_return: float = 450.0      # stop once the greedy evaluation reaches this
     eval_every: int = 5               # evaluate the greedy policy every N updates
-    eval_episodes: int = 10           # episodes per greedy evaluation
+    eval_episodes: int = 10           # episodes per greedy evaluation (fresh seeds each time)
+    confirm_episodes: int = 20        # more fresh episodes of the same weights before a stop
     seed: int = 0                     # seeds the network, the workers' envs and their actions
 
 
@@ -76,11 +80,14 @@ class PolicyNet(nn.Module):
 
 
 def make_policy(env: gym.Env, hidden: tuple[int, ...] = (64, 64)) -> PolicyNet:
-    """A PolicyNet sized for `env`; refuses anything but a discrete action space."""
+    """A PolicyNet sized for `env` (its observations flattened: a Discrete one counts as a
+    one-hot vector, as `envs.make_env` gives it); refuses anything but a discrete action space.
+    Feed it observations of an env from `envs.make_env`, as every function here does."""
     if not isinstance(env.action_space, gym.spaces.Discrete):
         raise ValueError(f"policy gradient here needs a Discrete action space; "
                          f"{env.spec.id if env.spec else env} has {env.action_space}")
-    return PolicyNet(env.observation_space.shape[0], int(env.action_space.n), hidden)
+    obs_dim = gym.spaces.flatdim(env.observation_space)
+    return PolicyNet(obs_dim, int(env.action_space.n), hidden)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,8 +99,9 @@ def sample_episodes(env: gym.Env, policy: PolicyNet, min_steps: int,
     """Play whole episodes with `policy` until at least `min_steps` steps are collected.
 
     Only whole episodes, so every step's return G_t is known exactly (no bootstrapping).
-    Seed the env once before the first call (`env.reset(seed=...)`); later resets continue its
-    random stream. A batch holds N steps from E episodes, laid end to end:
+    `env` comes from `envs.make_env` (flat float32 observations). Seed the env once before the
+    first call (`env.reset(seed=...)`); later resets continue its random stream. A batch holds
+    N steps from E episodes, laid end to end:
 
     | key        | shape        | dtype   | meaning                                        |
     | ---------- | ------------ | ------- | ---------------------------------------------- |
@@ -244,27 +252,41 @@ def update_policy(policy: PolicyNet, optimizer: torch.optim.Optimizer,
     return loss.item()
 
 
-def evaluate_greedy(policy: PolicyNet | dict[str, np.ndarray], env_id: str = "CartPole-v1",
-                    episodes: int = 10, seed: int = 0,
-                    hidden: tuple[int, ...] = (64, 64)) -> float:
-    """Mean undiscounted return of the greedy policy (argmax action) over `episodes` episodes.
+@torch.no_grad()
+def greedy_returns(policy: PolicyNet | dict[str, np.ndarray], env_id: str = "CartPole-v1",
+                   episodes: int = 10, seed: int = 0,
+                   hidden: tuple[int, ...] = (64, 64)) -> np.ndarray:
+    """Undiscounted returns (episodes,) of the greedy policy (argmax action), all episodes side
+    by side (`envs.evaluate_policy`, on `envs.make_env` envs).
 
     `policy` is a PolicyNet or a weights dict from `get_weights` (then `hidden` must match).
     Episode i starts from `env.reset(seed=seed + i)`, so two calls see the same start states.
     """
-    env = gym.make(env_id)
     if isinstance(policy, dict):
+        env = make_env(env_id)
         weights, policy = policy, make_policy(env, hidden)
+        env.close()
         set_weights(policy, weights)
-    total = 0.0
-    for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
-        done = False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(policy.greedy(obs))
-            total += reward
-            done = terminated or truncated
-    env.close()
-    return total / episodes
+    return evaluate_policy(lambda obs: policy(torch.as_tensor(obs)).argmax(dim=1).numpy(),
+                           env_id, episodes, seed)
 
 
+def evaluate_greedy(policy: PolicyNet | dict[str, np.ndarray], env_id: str = "CartPole-v1",
+                    episodes: int = 10, seed: int = 0,
+                    hidden: tuple[int, ...] = (64, 64)) -> float:
+    """Mean undiscounted return of `greedy_returns` (same arguments)."""
+    return float(np.mean(greedy_returns(policy, env_id, episodes, seed, hidden)))
+
+
+def evaluate_confirmed(policy: PolicyNet, cfg: PGConfig, evaluations: int
+                       ) -> tuple[list[float], int]:
+    """The greedy returns of one evaluation of `policy` by the rule every trainer follows
+    (`trainer.evaluation_request`): `cfg.eval_episodes` fresh episodes and, when their mean
+    meets `cfg.target_return`, `cfg.confirm_episodes` more; no two evaluations share a seed.
+    `evaluations` counts the run's evaluations so far; returns (returns, the new count)."""
+    returns: list[float] = []
+    while (request := evaluation_request(cfg, returns, evaluations)) is not None:
+        episodes, seed = request
+        returns += greedy_returns(policy, cfg.env_id, episodes, seed).tolist()
+        evaluations += 1
+    return returns, evaluations

@@ -44,6 +44,13 @@ class ReplayServer:
         self.sampled += batch_size
         return batch
 
+    def sample_batches(self, batch_size: int, count: int,
+                       beta: float = 0.4) -> list[dict[str, np.ndarray]]:
+        """`count` batches drawn independently, in one call (a learner's round trip buys
+        several updates). Each needs only `batch_size` transitions stored, and each batch's
+        importance weights are normalised by its own largest, as one `sample` call's are."""
+        return [self.sample(batch_size, beta) for _ in range(count)]
+
     def update_priorities(self, indices, priorities) -> int:
         return self.buffer.update_priorities(indices, priorities)
 

@@ -37,6 +37,8 @@ class SACConfig(DistributedConfig):
     QUICK: ClassVar[dict] = {"max_env_steps": 1_500, "max_time_s": 60.0, "target_return": None,
                              "hidden": (64, 64), "start_steps": 400, "learning_starts": 400,
                              "eval_every_s": 2.0, "eval_episodes": 3}
+    LIMITS: ClassVar[dict[str, str]] = {"alpha_lr": "> 0", "init_alpha": "> 0", "tau": "(0, 1]",
+                                        "utd_ratio": "> 0", "start_steps": ">= 0"}
     env_id: str = "Pendulum-v1"       # any gymnasium env with a 1-D Box action space
     hidden: tuple[int, ...] = (64, 64)  # hidden layer sizes of the actor and both critics
     lr: float = 3e-3                  # Adam learning rate of the actor and the critics
@@ -50,7 +52,7 @@ class SACConfig(DistributedConfig):
     publish_every: int = 50           # the learner pushes weights every N updates
     worker_chunk: int = 100           # env steps per rollout-worker task
     eval_every_s: float = 1.0         # seconds per iteration: one evaluation, one row
-    learner_cpus: float = 1.0         # the learner actor (plus one GPU if the cluster has one)
+    learner_cpus: float = 1.0         # logical CPUs of the learner actor
     worker_cpus: float = 0.4          # each rollout worker, at most
     target_return: float | None = -200.0  # stop: deterministic mean return reached (None: no goal)
     max_env_steps: int | None = 30_000    # stop: env step budget (None: unlimited)
@@ -183,8 +185,7 @@ class SACTrainer(DistributedTrainer):
                 partial(deterministic_returns, env_id=self.cfg.env_id))
 
     def row_extras(self) -> dict[str, float]:
-        c = self.counters
-        return {"utd": c["learner_updates"] / max(1, c["inserted"] - self.cfg.learning_starts)}
+        return {"utd": self.ratio_held()}
 
 
 def train_sac(config: SACConfig, progress=None, run=None, restore: dict | str | None = None):
