@@ -94,7 +94,8 @@ class Explorer(Worker):
 @ray.remote
 class Learner(LearnerActor):
     """A DQNLearner on prioritized batches. The new priorities of a fetched group of batches
-    go back to the replay actor in one call once the group is used up, not awaited."""
+    go back to the replay actor in one call once the group is used up, not awaited (an error
+    of that call still surfaces: `LearnerActor.send_unawaited`)."""
 
     def __init__(self, *args):
         self.pending_priorities: list[tuple[np.ndarray, np.ndarray]] = []   # (ids, priorities)
@@ -111,7 +112,8 @@ class Learner(LearnerActor):
         if not self.batches:                     # the fetched group is used up
             ids, priorities = (np.concatenate(x) for x in zip(*self.pending_priorities,
                                                               strict=True))
-            self.replay.update_priorities.remote(ids, priorities)
+            self.send_unawaited("replay.update_priorities",
+                                self.replay.update_priorities.remote(ids, priorities))
             self.pending_priorities = []
 
 

@@ -19,8 +19,9 @@ meets are refused: the resumed run would stop at its first evaluation, on the ol
 A run writes `results/<algo>_<env>_<time>/` (see `course_lib.results`). Exit status: 0 when
 the goal (`eval_return`) was reached, or the budget used up when there was no goal; 1 when
 the budget ran out first; 2 for bad input (also an env that returns NaN or inf mid-run),
-with one `error: ...` line on stderr; 3 when Ray does not start (one line too); 130 when
-interrupted.
+with one `error: ...` line on stderr; 3 when Ray does not start (one line too); 4 when the
+run crashed (one line naming the part that failed, the traceback in the run's `error.txt`);
+130 when interrupted.
 
 Adding an algorithm: write a module with an `ALGORITHM = results.Algorithm(config class,
 train function, policy function, env check)` and name it in `ALGORITHMS` below. The module is
@@ -47,7 +48,8 @@ ALGORITHMS: dict[str, str] = {
     "sac": "course_lib.sac",
 }
 
-EXIT_REACHED, EXIT_BUDGET, EXIT_USAGE, EXIT_NO_RAY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_REACHED, EXIT_BUDGET, EXIT_USAGE, EXIT_NO_RAY, EXIT_CRASHED, EXIT_INTERRUPTED = (
+    0, 1, 2, 3, 4, 130)
 
 
 class UsageError(Exception):
@@ -280,15 +282,22 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
-    from course_lib.distributed import NoGPUError, WorkerDiedError
+    from course_lib.distributed import NoGPUError
     from course_lib.envs import NonFiniteError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
-    except (NonFiniteError, WorkerDiedError, NoGPUError) as err:   # the env, a worker, no GPU
+    except (NonFiniteError, NoGPUError) as err:  # the env went bad mid-run, or no GPU
         raise UsageError(f"{err}; results so far in {run.path}") from None
+    except results.OutOfTime as err:             # before the first evaluation ended
+        print(f"{err}; nothing was evaluated; results so far in {run.path}", file=sys.stderr)
+        return EXIT_BUDGET
     except KeyboardInterrupt:
         print(f"interrupted; results so far in {run.path}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as err:                     # a part of the run failed: say which, once
+        from course_lib.failures import crash_report
+        print(f"error: {crash_report(err, run.path)}", file=sys.stderr)
+        return EXIT_CRASHED
     finally:
         run.close()
     print(result.summary(algo_name, cfg.env_id, cfg.target_return)

@@ -28,7 +28,13 @@ that reached the replay actor are kept and counted there (the replay actor count
 not the workers), up to the env steps counted: every transition is one env step's, so
 `inserted` never exceeds `env_steps`, even when a lost chunk's env steps were not. A worker
 that keeps dying ends the run with one line (`WorkerDiedError`) once Ray has restarted it
-`max_worker_restarts` times.
+`max_worker_restarts` times. Any other failure ends the run with one line naming the actor at
+fault (`failures.PartFailedError`: "the replay actor died: ...", "learner failed: ..."); a
+failed start kills every actor created so far and names the one that could not start
+(`failures.StartError`).
+
+Time: the driver never waits past `max_time_s`; an iteration whose snapshot is not scored by
+then is dropped (`results.OutOfTime`) and the run ends on its last scored snapshot.
 """
 
 from __future__ import annotations
@@ -43,11 +49,13 @@ from typing import Any, ClassVar
 import numpy as np
 import ray
 
-from course_lib.envs import env_dims, make_env
+from course_lib.envs import NonFiniteError, env_dims, make_env
 from course_lib.errors import first_line
-from course_lib.param_server import ParameterServer, get_result
+from course_lib.failures import Parts, WorkerDiedError
+from course_lib.param_server import ParameterServer
 from course_lib.ray_setup import init_ray
 from course_lib.replay.server import ReplayActor
+from course_lib.results import OutOfTime
 from course_lib.roles import Evaluator
 from course_lib.trainer import Snapshot, Trainer, TrainerConfig
 
@@ -78,9 +86,6 @@ class DistributedConfig(TrainerConfig):
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
 
-
-class WorkerDiedError(RuntimeError):
-    """A worker kept dying: the run stops instead of resending its work forever."""
 
 
 def share_cpus(total_cpus: float, learner_cpus: float, num_workers: int,
@@ -172,25 +177,12 @@ class DistributedTrainer(Trainer):
         init_ray()
         check_gpus(cfg, ray.cluster_resources(), can_add_nodes=not started_here())
         res = self.resources = actor_resources(cfg, ray.cluster_resources())
-        prefix = f"{self.algo}-{uuid.uuid4().hex[:8]}"   # workers find these actors by name
-        self.replay = ReplayActor.options(name=f"{prefix}-replay", num_cpus=res["replay"]).remote(
-            cfg.buffer_size, self.transition_spec(), seed=self.seed("replay"),
-            **self.replay_options())
-        self.params = ParameterServer.options(name=f"{prefix}-params").remote()
-        self.learner = self.Learner.options(num_cpus=res["learner"],
-                                            num_gpus=res["learner_gpus"]).remote(
-            cfg, self.dims, prefix, restore["learner"] if restore else None, self.seed("learner"))
-        self.learner_device = ray.get(self.learner.ready.remote())   # first weights published
-        self.workers = [self.Worker.options(
-            num_cpus=res["worker"], scheduling_strategy="SPREAD",   # across a cluster's nodes
-            max_restarts=cfg.max_worker_restarts, max_task_retries=-1).remote(
-                i, cfg, prefix, self.seed("worker", i), **self.worker_options(i))
-            for i in range(cfg.num_workers)]
-        self.evaluator = Evaluator.options(num_cpus=res["evaluator"]).remote(
-            *self.evaluation_functions())
-        # the process ids, to notice restarts (this also waits until every worker is up)
-        self.pids: list[int] = ray.get([w.pid.remote() for w in self.workers])
-        self.worker_nodes = ray.get([w.node_id.remote() for w in self.workers])
+        self.parts = Parts()
+        try:
+            self._start_actors(res, restore)
+        except BaseException:                     # also Ctrl-C: free the CPUs for the next run
+            self.parts.kill_all()
+            raise
         self.worker_returns: list[list[tuple[int, float]]] = [[] for _ in self.workers]
         self.lost = [0] * cfg.num_workers     # chunks lost in a row, per worker
         self.restarts = [0] * cfg.num_workers  # restarts each worker has reported
@@ -199,6 +191,38 @@ class DistributedTrainer(Trainer):
         self.tasks: dict[ray.ObjectRef, tuple[str, int]] = {}   # in flight: (role, worker)
         self.updates_submitted = self.counters["learner_updates"]
         self._learn_infos: list[dict] = []    # learner means since the last snapshot
+
+    def _start_actors(self, res: dict[str, float], restore: dict | None) -> None:
+        """Create the actors and wait for each in turn, so a failure names its part
+        (`failures.Parts.start`); every actor is registered as soon as it exists."""
+        cfg, parts = self.cfg, self.parts
+        prefix = f"{self.algo}-{uuid.uuid4().hex[:8]}"   # workers find these actors by name
+        self.replay = parts.add("replay actor", ReplayActor.options(
+            name=f"{prefix}-replay", num_cpus=res["replay"]).remote(
+            cfg.buffer_size, self.transition_spec(), seed=self.seed("replay"),
+            **self.replay_options()))
+        self.params = parts.add("parameter server",
+                                ParameterServer.options(name=f"{prefix}-params").remote())
+        self.learner = parts.add("learner", self.Learner.options(
+            num_cpus=res["learner"], num_gpus=res["learner_gpus"]).remote(
+            cfg, self.dims, prefix, restore["learner"] if restore else None, self.seed("learner")))
+        # awaited in this order, so that a learner that failed because the replay actor did
+        # is not blamed for it
+        parts.start("replay actor", self.replay.__ray_ready__.remote())
+        parts.start("parameter server", self.params.__ray_ready__.remote())
+        self.learner_device = parts.start("learner", self.learner.ready.remote())  # published
+        self.workers = [parts.add(f"{self.worker_name} {i}", self.Worker.options(
+            num_cpus=res["worker"], scheduling_strategy="SPREAD",   # across a cluster's nodes
+            max_restarts=cfg.max_worker_restarts, max_task_retries=-1).remote(
+                i, cfg, prefix, self.seed("worker", i), **self.worker_options(i)))
+            for i in range(cfg.num_workers)]
+        self.evaluator = parts.add("evaluator", Evaluator.options(
+            num_cpus=res["evaluator"]).remote(*self.evaluation_functions()))
+        # the process ids, to notice restarts (this also waits until every worker is up)
+        self.pids: list[int] = [parts.start(f"{self.worker_name} {i}", w.pid.remote())
+                                for i, w in enumerate(self.workers)]
+        self.worker_nodes = ray.get([w.node_id.remote() for w in self.workers])
+        parts.start("evaluator", self.evaluator.__ray_ready__.remote())
 
     # -- handing out work ---------------------------------------------------------------
 
@@ -223,13 +247,12 @@ class DistributedTrainer(Trainer):
                 self.tasks[worker.run.remote(cfg.worker_chunk)] = ("collect", i)
 
     def _book(self, ref: ray.ObjectRef) -> None:
-        """Record a finished task. A worker's own error (a non-finite observation, say)
-        reaches the caller as itself, with its one-line message."""
+        """Record a finished task (see `_result` for a failed one)."""
         role, i = self.tasks.pop(ref)
         if role == "collect":
             self._book_collect(ref, i)
             return
-        out = get_result(ref)
+        out = self._result(ref, "evaluator" if role == "evaluate" else "learner")
         if role == "learn":
             self.counters["learner_updates"] = out.pop("updates")
             self._learn_infos.append(out)
@@ -239,6 +262,21 @@ class DistributedTrainer(Trainer):
         else:                                     # an evaluation's returns
             self._evaluating.returns += out
             self._evaluate_next()
+
+    def _result(self, ref: ray.ObjectRef, part: str, worker: int | None = None):
+        """The result of a task of `part`. A failure ends the run with one line naming the
+        part at fault (`failures.Parts.failure`: the replay actor, say, when a worker's add
+        failed because it died); an env's non-finite value reaches the caller as itself.
+        A worker that died under its chunk is the exception: None, and the chunk is resent."""
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayError as err:
+            if isinstance(getattr(err, "cause", None), NonFiniteError):
+                raise err.cause from None
+            if worker is not None and self.parts.is_own_death(err, part):
+                self._lost_chunk(worker, err)     # Ray gave up on the call: resend it soon
+                return None
+            raise self.parts.failure(err, part) from None
 
     def _take_snapshot(self, out: dict) -> Snapshot:
         """The learner's snapshot with the counters of now, closing the training window: the
@@ -263,18 +301,22 @@ class DistributedTrainer(Trainer):
             ref = self.evaluator.evaluate.remote(self._evaluating.weights, episodes, seed)
             self.tasks[ref] = ("evaluate", 0)
 
+    def _lost_chunk(self, i: int, err: BaseException) -> None:
+        """Worker `i` died under a chunk and Ray gave up on the call: resend it in a second,
+        unless that happened again and again (Ray stopped restarting the worker)."""
+        self.lost[i] += 1
+        if self.lost[i] > 3:        # lost again and again after Ray gave up: the actor is gone
+            raise WorkerDiedError(
+                f"{self.worker_name} {i} kept dying and Ray stopped restarting it "
+                f"(max_worker_restarts={self.cfg.max_worker_restarts}); last error: "
+                f"{first_line(err)}") from None
+        self.resend_at[i] = time.perf_counter() + 1.0   # soon, not in a busy loop
+
     def _book_collect(self, ref: ray.ObjectRef, i: int) -> None:
+        """Book worker `i`'s finished chunk: counters, returns, restarts it reports."""
         c = self.counters
-        try:
-            out = get_result(ref)
-        except ray.exceptions.RayActorError as err:    # Ray gave up on the call
-            self.lost[i] += 1
-            if self.lost[i] > 3:    # lost again and again after Ray gave up: the actor is gone
-                raise WorkerDiedError(
-                    f"{self.worker_name} {i} kept dying and Ray stopped restarting it "
-                    f"(max_worker_restarts={self.cfg.max_worker_restarts}); last error: "
-                    f"{first_line(err)}") from None
-            self.resend_at[i] = time.perf_counter() + 1.0   # soon, not in a busy loop
+        out = self._result(ref, f"{self.worker_name} {i}", worker=i)
+        if out is None:
             return
         self.lost[i] = 0
         self.pids[i] = out["pid"]
@@ -291,19 +333,27 @@ class DistributedTrainer(Trainer):
     # -- one iteration ------------------------------------------------------------------
 
     def step(self) -> dict[str, Any]:
-        """Train for at least `eval_every_s` seconds while the evaluator scores a snapshot."""
+        """Train for at least `eval_every_s` seconds while the evaluator scores a snapshot.
+        Never waits past the run's wall-clock budget: `OutOfTime` if it runs out before the
+        snapshot is scored (an env whose episodes are long, say)."""
         cfg = self.cfg
         t0 = time.perf_counter()
+        deadline = math.inf if cfg.max_time_s is None else self.start + cfg.max_time_s
         self._evaluating = self._scored = None
         self.tasks[self.learner.snapshot.remote()] = ("snapshot", 0)
         while self._scored is None or time.perf_counter() - t0 < cfg.eval_every_s:
+            now = time.perf_counter()
+            if self._scored is None and now >= deadline:
+                raise OutOfTime(f"the time budget (max_time_s={cfg.max_time_s:g}) ran out while "
+                                f"iteration {self.counters['iteration'] + 1} waited for its "
+                                "evaluation; that iteration was dropped")
             self._schedule()
-            left = max(0.0, cfg.eval_every_s - (time.perf_counter() - t0))
+            left = max(0.0, cfg.eval_every_s - (now - t0))
+            wait = min(deadline - now, 3600.0) if self._scored is None else left   # (finite)
             if not self.tasks:                    # only a worker waiting to be resent
-                time.sleep(min(left, 0.1))
+                time.sleep(min(wait, 0.1))
                 continue
-            done, _ = ray.wait(list(self.tasks), num_returns=1,
-                               timeout=None if self._scored is None else left)
+            done, _ = ray.wait(list(self.tasks), num_returns=1, timeout=wait)
             for ref in done:
                 self._book(ref)
         return self.row(self._scored)

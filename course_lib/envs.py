@@ -1,6 +1,7 @@
 """Environments, as every algorithm of the workbook makes, checks and scores them.
 
-- `make_env`: `gym.make` with observations as 1-D float32 vectors, so one MLP fits any env;
+- `make_env`: `gym.make` with observations as 1-D float32 vectors, so one MLP fits any env,
+  and a time limit on every episode (`DEFAULT_TIME_LIMIT` steps where the env has none);
   `latency_ms` makes each step wait as an env whose cost is paid elsewhere would (`Latency`).
 - `env_dims`: (obs_dim, action_dim) of such an env; action_dim counts the choices of a
   Discrete action space and the components of a Box one.
@@ -16,6 +17,11 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
+
+#: env steps after which an episode of an env registered without a time limit is truncated
+#: (CliffWalking-v1: a greedy policy that walks into a wall would otherwise play forever, and
+#: an evaluation or a training episode would never end)
+DEFAULT_TIME_LIMIT = 1_000
 
 
 class NonFiniteError(ValueError):
@@ -41,8 +47,12 @@ def make_env(env_id: str, latency_ms: float = 0.0, **kwargs) -> gym.Env:
     """`gym.make(env_id)`, with observations as 1-D float32 vectors, so one MLP fits every env:
     flattened when they are not 1-D (a Discrete observation becomes a one-hot vector) and cast
     when they are not float32 (a flattened Discrete is int64, which a torch layer refuses).
+    An env without a time limit of its own gets one of `DEFAULT_TIME_LIMIT` steps: its
+    episodes end as truncated (not terminated: the bootstrap goes on) instead of never.
     `latency_ms` > 0 wraps it in `Latency` (training envs only: evaluation stays fast)."""
     env = gym.make(env_id, **kwargs)
+    if env.spec is None or env.spec.max_episode_steps is None:
+        env = gym.wrappers.TimeLimit(env, DEFAULT_TIME_LIMIT)
     if latency_ms > 0:
         env = Latency(env, latency_ms)
     space = env.observation_space
@@ -113,12 +123,24 @@ def evaluate_policy(act: Callable[[np.ndarray], np.ndarray], env_id: str, episod
 
     `act` maps a batch of observations (B, obs_dim) float32 to a batch of actions (B, ...);
     one call per time step serves every episode still running, which is several times faster
-    than one episode at a time. Episode i starts from `reset(seed=seed + i)`.
+    than one episode at a time. Episode i starts from `reset(seed=seed + i)`. Every episode
+    ends: at the env's time limit, or after `DEFAULT_TIME_LIMIT` steps where it has none
+    (`make_env`). The envs are closed also when an episode raises (`NonFiniteError`, say).
     """
-    envs = [make_env(env_id) for _ in range(episodes)]
+    envs = []
+    try:
+        envs += [make_env(env_id) for _ in range(episodes)]
+        return _play_side_by_side(act, envs, env_id, seed)
+    finally:
+        for env in envs:
+            env.close()
+
+
+def _play_side_by_side(act, envs: list[gym.Env], env_id: str, seed: int) -> np.ndarray:
+    """`evaluate_policy`'s loop: one `act` call per time step for the episodes still running."""
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
-    returns = np.zeros(episodes)
-    running = np.ones(episodes, dtype=bool)
+    returns = np.zeros(len(envs))
+    running = np.ones(len(envs), dtype=bool)
     t = 0
     while running.any():
         idx = np.flatnonzero(running)
@@ -129,6 +151,4 @@ def evaluate_policy(act: Callable[[np.ndarray], np.ndarray], env_id: str, episod
             returns[j] += reward
             running[j] = not (terminated or truncated)
         t += 1
-    for env in envs:
-        env.close()
     return returns

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from course_lib.errors import first_line
+from course_lib.tensorboard_log import hyperparameter_table, log_scalars, tensorboard_writer
 
 #: `--stop` keys (RLlib's names) -> the config fields that hold them
 STOP_KEYS = {"eval_return": "target_return", "env_steps": "max_env_steps",
@@ -87,6 +88,12 @@ def stop_reason(row: dict, config) -> str | None:
     return None
 
 
+class OutOfTime(RuntimeError):
+    """The wall-clock budget (`max_time_s`) ran out in the middle of an iteration: a driver
+    that waits on actors stops waiting there, drops the iteration's unscored snapshot, and the
+    run ends on its last evaluated snapshot (stop reason `time_s`)."""
+
+
 @dataclasses.dataclass
 class TrainResult:
     """What a training run returns."""
@@ -97,6 +104,7 @@ class TrainResult:
     weights: dict                         # final policy weights {name: numpy array}
     checkpoint: Path | None = None        # the last checkpoint written, if any
     extras: dict = dataclasses.field(default_factory=dict)  # algorithm-specific records
+    note: str = ""                        # how the run ended, when it did not end on a row
 
     @property
     def last(self) -> dict:
@@ -114,7 +122,7 @@ class TrainResult:
             head = f"finished the {self.stopped_by} budget (eval_return {row['eval_return']:.1f})"
         return (f"{algo} {env_id}: {head} after {row['env_steps']:,} env steps, "
                 f"{row['learner_updates']:,} learner updates, {row['time_s']:.1f} s "
-                f"(iteration {row['iteration']})")
+                f"(iteration {row['iteration']})" + (f"; {self.note}" if self.note else ""))
 
 
 def run_training(trainer, config, progress=None, run: Run | None = None) -> TrainResult:
@@ -122,9 +130,11 @@ def run_training(trainer, config, progress=None, run: Run | None = None) -> Trai
 
     `progress`: None (quiet), True (a LiveProgress: notebook display or terminal bar), a
     LiveProgress, or a callable given each row. The trainer is closed at the end, also when
-    the loop is interrupted.
+    the loop is interrupted. When the clock runs out in the middle of an iteration
+    (`OutOfTime`), the run ends on the last evaluated snapshot with stop reason
+    `time_s`; it re-raises when no iteration was evaluated yet.
     """
-    history, stopped_by, checkpoint = [], None, None
+    history, stopped_by, checkpoint, note = [], None, None, ""
     close_progress = _nothing
     try:
         if all(getattr(config, key) is None for key in STOP_KEYS.values()):
@@ -132,7 +142,16 @@ def run_training(trainer, config, progress=None, run: Run | None = None) -> Trai
                              "max_time_s")
         show, close_progress = _progress_callback(progress, config, trainer.algo)
         while stopped_by is None:
-            row = trainer.step()
+            try:
+                row = trainer.step()
+            except OutOfTime as err:
+                if not history:
+                    raise
+                stopped_by, note = "time_s", str(err)
+                if run is not None and run.checkpoint_due(history[-1]["iteration"], final=True) \
+                        and not run.checkpoint_due(history[-1]["iteration"]):
+                    checkpoint = run.save_checkpoint(trainer.state())   # not saved yet
+                break
             history.append(row)
             stopped_by = stop_reason(row, config)
             if run is not None:
@@ -148,7 +167,7 @@ def run_training(trainer, config, progress=None, run: Run | None = None) -> Trai
         close_progress()
         trainer.close()
     reached = stopped_by == "eval_return" or config.target_return is None
-    return TrainResult(history, stopped_by, reached, weights, checkpoint, extras)
+    return TrainResult(history, stopped_by, reached, weights, checkpoint, extras, note)
 
 
 def _nothing(*args) -> None:
@@ -253,16 +272,6 @@ class Run:
         self.events.close()
 
 
-def _flatten(params: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in params.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def _json_safe(row: dict) -> dict:
     """NaN and inf are not JSON: write them as null."""
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -360,35 +369,3 @@ def load_checkpoint(path, algo: str | None = None, env_id: str | None = None) ->
                               f"{META_FILE} disagree")
     state["path"] = meta["path"]
     return state
-
-
-# ---------------------------------------------------------------------------------------------
-# TensorBoard: the event files, written by TensorBoard's own writer (through torch)
-# ---------------------------------------------------------------------------------------------
-
-def tensorboard_writer(folder):
-    """TensorBoard's writer for a run folder (`events.out.tfevents.*` in `folder`).
-
-    Flushed every second, so that a TensorBoard opened beside a running training
-    (`%tensorboard --logdir results` in a notebook) follows it live. Imported here, not at the
-    top: the command line checks its input before torch and TensorBoard load.
-    """
-    from torch.utils.tensorboard import SummaryWriter
-
-    return SummaryWriter(log_dir=str(folder), flush_secs=1)
-
-
-def hyperparameter_table(params: dict) -> str:
-    """`params` (nested dicts flattened to dotted keys) as a Markdown table, which
-    TensorBoard's Text tab renders as a table."""
-    rows = "\n".join(f"|{key}|{value}|" for key, value in _flatten(params).items())
-    return f"|param|value|\n|-|-|\n{rows}"
-
-
-def log_scalars(writer, row: dict) -> None:
-    """Every finite number of a progress row as a scalar, with env steps as the x axis (the
-    axis on which runs with different numbers of workers compare fairly)."""
-    step = int(row["env_steps"])
-    for key, value in row.items():
-        if key != "env_steps" and isinstance(value, int | float) and math.isfinite(value):
-            writer.add_scalar(key, value, global_step=step)

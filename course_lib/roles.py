@@ -22,6 +22,7 @@ import ray
 import torch
 
 from course_lib.envs import check_finite, env_dims, make_env
+from course_lib.errors import first_line
 from course_lib.nets import set_weights
 from course_lib.param_server import get_result, pull_into
 from course_lib.replay.nstep import stack_transitions
@@ -29,6 +30,10 @@ from course_lib.trainer import derive_seed
 
 if TYPE_CHECKING:
     from course_lib.distributed import DistributedConfig
+
+class UnawaitedCallError(RuntimeError):
+    """A call the learner sent without waiting for it (`publish`, `update_priorities`) failed."""
+
 
 POLICY = "policy"   # the name the learner publishes the acting network's weights under
 
@@ -174,6 +179,11 @@ class LearnerActor(ABC):
     batch is drawn on its own (its importance weights normalised by its own largest), so the
     learner can start as soon as the buffer holds one batch.
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
+
+    Calls the learner does not wait for (`publish`, Ape-X's `update_priorities`) go through
+    `send_unawaited`: their refs are kept and the finished ones checked without blocking, so
+    an error of one surfaces at the next call or at the end of the `train` task
+    (`UnawaitedCallError`, one line naming the call) instead of never.
     """
 
     def __init__(self, cfg: DistributedConfig, dims: tuple[int, int], prefix: str,
@@ -187,6 +197,7 @@ class LearnerActor(ABC):
         if state is not None:
             self.learner.load_state_dict(state)
         self.in_flight: list = []             # sample requests sent to the replay actor
+        self.unawaited: list[tuple[str, ray.ObjectRef]] = []   # (call, ref) not checked yet
         self.batches: list[dict] = []         # fetched batches not trained on yet
         ray.get(self.publish())               # awaited once: workers start after this
 
@@ -218,10 +229,36 @@ class LearnerActor(ABC):
             self.after_update(batch, info)
             infos.append(info)
             if self.learner.updates % self.cfg.publish_every == 0:
-                self.publish()
+                self.send_unawaited("params.push (publish)", self.publish())
+        self.check_unawaited()
         means = {k: float(np.mean([i[k] for i in infos])) for k, v in infos[0].items()
                  if isinstance(v, float)}
         return {**means, "updates": self.learner.updates}
+
+    def send_unawaited(self, call: str, ref: ray.ObjectRef) -> None:
+        """Keep the ref of a call not waited for (named `call` in errors); check the others."""
+        self.check_unawaited()
+        self.unawaited.append((call, ref))
+
+    def check_unawaited(self) -> None:
+        """Raise the error of a finished unawaited call, without waiting for any: a dead actor's
+        RayActorError as itself (the driver names that actor), any other error as an
+        `UnawaitedCallError` naming the call."""
+        if not self.unawaited:
+            return
+        done, _ = ray.wait([ref for _, ref in self.unawaited], num_returns=len(self.unawaited),
+                           timeout=0)
+        done = set(done)
+        for call, ref in self.unawaited:
+            if ref in done:
+                try:
+                    get_result(ref)
+                except ray.exceptions.RayActorError:
+                    raise
+                except Exception as err:
+                    raise UnawaitedCallError(f"{call}, not awaited, failed: "
+                                             f"{first_line(err)}") from None
+        self.unawaited = [(call, ref) for call, ref in self.unawaited if ref not in done]
 
     def snapshot(self) -> dict[str, Any]:
         return {"state": self.learner.state_dict(), "weights": self.learner.get_weights(),

@@ -236,7 +236,8 @@ class CrashingApex(ApexTrainer):
 def test_a_worker_that_keeps_dying_ends_the_run_with_one_line(ray_local):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers import it
     try:
-        trainer = CrashingApex(TINY_APEX.updated({"max_worker_restarts": 1}))
+        trainer = CrashingApex(TINY_APEX.updated({"max_worker_restarts": 1,
+                                                  "max_time_s": None}))   # stepped by hand
         try:
             with pytest.raises(WorkerDiedError, match="explorer 0 kept dying") as info:
                 for _ in range(60):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -54,7 +55,8 @@ class DQNTrainer(Trainer):
     in this process.
 
     `step()` runs one iteration (`steps_per_iteration` env steps, with the learner updates
-    that fall due interleaved), then evaluates a snapshot of the learner (`trainer.Trainer`);
+    that fall due interleaved; fewer when the wall-clock budget runs out), then evaluates a
+    snapshot of the learner (`trainer.Trainer`);
     `DQNTrainer(cfg, restore=checkpoint)` continues from one (network, optimiser and
     counters; the replay buffer starts empty and refills).
     """
@@ -88,6 +90,7 @@ class DQNTrainer(Trainer):
     def step(self) -> dict[str, Any]:
         cfg, c, learner = self.cfg, self.counters, self.learner
         losses = []
+        deadline = math.inf if cfg.max_time_s is None else self.start + cfg.max_time_s
         for _ in range(math.ceil(cfg.steps_per_iteration / cfg.num_envs)):
             # -- act in every env and store the n-step transitions that are complete -------
             eps = linear_epsilon(c["env_steps"], cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
@@ -112,6 +115,8 @@ class DQNTrainer(Trainer):
                 info = learner.update(batch)
                 self.buffer.update_priorities(batch["indices"], info["priorities"])
                 losses.append(info["loss"])
+            if time.perf_counter() >= deadline:   # the clock ran out: evaluate what we have
+                break
         c["learner_updates"] = learner.updates
         # -- evaluate exactly the weights a checkpoint of this iteration would hold ----------
         snapshot = self.snapshot(learner.state_dict(), learner.get_weights(), learner.updates,
