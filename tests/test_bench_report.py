@@ -202,7 +202,8 @@ def test_sb3_evaluation_follows_our_protocol_and_stop_rule(monkeypatch):
     clock.model = SimpleNamespace(predict=balancing, num_timesteps=31_000, _n_updates=3_000)
     assert clock.evaluate_snapshot() is False                  # goal met and confirmed: stop
     row = clock.rows[-1]
-    assert (clock.stopped_by, row["eval_episodes"], row["eval_return"]) == ("eval_return", 30,
+    # scored on the 20 confirming episodes alone (trainer.evaluation_score)
+    assert (clock.stopped_by, row["eval_episodes"], row["eval_return"]) == ("eval_return", 20,
                                                                             500.0)
     assert clock.evaluations == 2 and row["env_steps"] == 31_000 and row["wall_s"] > 0
 
