@@ -401,4 +401,4 @@ def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
     targets = scaling.check_targets(rows)
     assert targets["2 ms: best Ape-X time / dqn"]["variant"] == "apex-4"   # not the one that missed
     assert targets["2 ms: best Ape-X time / dqn"]["met"]
-    assert not targets["0 ms: best Ape-X time / dqn"]["met"]              # nothing measured
+    assert "0 ms: best Ape-X time / dqn" not in targets                   # not run
