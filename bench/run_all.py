@@ -23,9 +23,11 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
 others still run. `--only NAME ...` runs those, and the report keeps the others' last JSON
 (marked as an earlier run), so a long one can run on its own (`--only rllib`) and the report
-still has every section. `--report-only` rewrites RESULTS.md from the JSON already in bench/results
-(committed: notebooks read the medians from there). The report (`bench/benchreport.py`) compares
-benchmarks of the same run too: ours against SB3 comes from the apex, sac and sb3 JSON.
+still has every section. `--report-only` rewrites RESULTS.md from the JSON already in
+bench/results (committed: notebooks read the medians from there); with `--fresh NAME ...`, those
+were re-run on their own since and the others are marked as earlier results. The report
+(`bench/benchreport.py`) compares benchmarks of the same run too: ours against SB3 comes from
+the apex, sac and sb3 JSON.
 Run it on a quiet machine: the report records the load average before and after.
 """
 
@@ -98,6 +100,9 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="+", choices=NAMES, default=list(NAMES))
     parser.add_argument("--report-only", action="store_true",
                         help="no runs: rewrite RESULTS.md from bench/results/*.json")
+    parser.add_argument("--fresh", nargs="+", choices=NAMES, default=None,
+                        help="with --report-only: these were re-run on their own since the "
+                             "last full run; the others are marked as earlier results")
     parser.add_argument("--out", type=Path, default=BENCH / "RESULTS.md")
     args = parser.parse_args(argv)
     results_dir = BENCH / "results"
@@ -108,8 +113,9 @@ def main(argv=None) -> int:
         if name in args.only and not args.report_only:
             results[name] = run_benchmark(name, args.quick, results_dir)
         elif path.exists():       # not run now: the report keeps its last results, marked so
+            earlier = not args.report_only or (args.fresh is not None and name not in args.fresh)
             results[name] = {**json.loads(path.read_text()),
-                             **({} if args.report_only else {"earlier_run": True})}
+                             **({"earlier_run": True} if earlier else {})}
         elif name in args.only:
             results[name] = {"missing": f"no {path.relative_to(ROOT)}"}
     # the machine as it was at the end of the last run (its load average, its date), kept so

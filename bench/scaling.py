@@ -35,6 +35,7 @@ the time of dqn and of sb3 (medians); at 0 ms, the best apex-N no slower than dq
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 
@@ -146,7 +147,8 @@ def summarise(runs: list[dict], costs: dict, cores: int) -> list[dict]:
             values = [r[what] for r in mine]
             row |= {f"median_{what}": float(np.median(values)),
                     f"min_{what}": float(min(values)), f"max_{what}": float(max(values))}
-        row["bound_s"] = round(bound_s(key[1], key[0], row["median_env_steps"], costs, cores), 1)
+        row["bound_s"] = (None if key[1] == "sb3" else    # other code, other per-step costs
+                          round(bound_s(key[1], key[0], row["median_env_steps"], costs, cores), 1))
         rows.append(row)
     for row in rows:
         for ref in ("dqn", "sb3"):
@@ -223,10 +225,11 @@ def section(r: dict) -> str:
     lines = ["| latency ms | variant | reached | seconds | bound s | env steps | CPU s "
              "| vs dqn | vs sb3 |", "|---|---|---|---|---|---|---|---|---|"]
     for w in r["summary"]:
+        bound = "" if w["bound_s"] is None else f"{w['bound_s']:.1f}"
         lines.append(
             f"| {w['latency_ms']:g} | {w['variant']} | {w['reached']}/{w['seeds']} | "
             f"{w['median_seconds']:.1f} [{w['min_seconds']:.1f}-{w['max_seconds']:.1f}] | "
-            f"{w['bound_s']:.1f} | {w['median_env_steps']:,.0f} | {w['median_cpu_s']:.1f} | "
+            f"{bound} | {w['median_env_steps']:,.0f} | {w['median_cpu_s']:.1f} | "
             f"{w.get('seconds_vs_dqn', '')} | {w.get('seconds_vs_sb3', '')} |")
     return head + "\n".join(lines)
 
@@ -234,6 +237,8 @@ def section(r: dict) -> str:
 def plot(plt, r: dict, out_dir) -> list:
     """Seconds to the goal against explorers, one panel per latency: Ape-X's medians with
     their range, its bound, and the single-process references as horizontal lines."""
+    from matplotlib.ticker import LogLocator, ScalarFormatter
+
     latencies = r["config"]["latencies_ms"]
     fig, axes = plt.subplots(1, len(latencies), figsize=(3.2 * len(latencies), 3.4),
                              sharey=True, squeeze=False)
@@ -251,8 +256,11 @@ def plot(plt, r: dict, out_dir) -> list:
             ax.axhline(w["median_seconds"], linestyle=style, color="grey", linewidth=1)
             ax.annotate(w["variant"], (max(n, default=1), w["median_seconds"]),
                         fontsize="small", ha="right", va="bottom")
-        ax.set(xscale="log", yscale="log", xticks=n, xticklabels=[str(k) for k in n],
-               xlabel="explorers", title=f"env step + {latency:g} ms")
+        ax.set(xscale="log", yscale="log", xlabel="explorers", title=f"env step + {latency:g} ms")
+        ax.minorticks_off()
+        ax.set_xticks(n, [str(k) for k in n])
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("seconds to 475 (log)")
     axes[0][0].legend(fontsize="small")
@@ -283,7 +291,7 @@ def main() -> None:
         print(f"{row['latency_ms']:>4g} ms {row['variant']:>7}: {row['reached']}/{row['seeds']} "
               f"reached, median {row['median_seconds']:6.1f} s "
               f"[{row['min_seconds']:.1f}-{row['max_seconds']:.1f}], bound "
-              f"{row['bound_s']:6.1f} s, {row['median_env_steps']:>8,.0f} env steps, "
+              f"{row['bound_s'] or math.nan:6.1f} s, {row['median_env_steps']:>8,.0f} env steps, "
               f"{row['median_cpu_s']:6.1f} CPU s")
     for name, check in result["targets"].items():
         print(f"target {name}: {check['value']} ({check['variant']}) {check['target']}: "

@@ -350,6 +350,14 @@ def test_report_only_keeps_the_machine_of_the_run(tmp_path, monkeypatch):
     assert "on 2026-02-03 04:05" in text
     assert "load average at the end of the run: 1.25 / 2.5 / 3.75" in text
     assert "wall time 31 s" in text
+    assert "results of an earlier run" not in text
+    # a benchmark re-run on its own since: the others are marked as earlier results
+    (tmp_path / "results" / "goal_holds.json").write_text(json.dumps(
+        {"quick": False, "runs": [], "targets": {}}))
+    assert run_all.main(["--report-only", "--fresh", "goal_holds",
+                         "--out", str(tmp_path / "R.md")]) == 0
+    replay, goal_holds = (tmp_path / "R.md").read_text().split("## The checkpoint holds")
+    assert "results of an earlier run" in replay and "results of an earlier run" not in goal_holds
 
 
 def test_learner_profile_splits_the_main_thread_and_the_cores():
