@@ -50,7 +50,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "soak", "ray_overhead",
          "rllib", "scaling")
-#: arguments a benchmark gets under run_all, to keep `make bench` within an hour (~55 min):
+#: arguments a benchmark gets under run_all, to keep the other benchmarks within an hour (~55 min;
+#: scaling adds 2-3 h):
 #: goal_holds checks the two tasks the SB3 targets compare (`python bench/goal_holds.py` alone
 #: also trains Ape-X on Acrobot-v1, ~5 min more); RLlib's runs stop at 400 s instead of 900 s
 #: (RLlib DQN needed ~730 s, RLlib SAC ~460 s: they then miss, and the ratio ours/RLlib is
