@@ -7,17 +7,16 @@ main thread (the one that runs `train`) over one window, without touching course
 
 - **the scheduler's view** (`/proc/<pid>/task/<tid>/schedstat`, Linux): the share of the
   window it ran on a core, waited for a core (runnable, another process had it), or slept
-  (blocked: waiting for Ray, e.g. for a sample from the replay actor);
+  (blocked: waiting for work from the driver, or for the replay buffer's lock);
 - **the update's own clock**: `DQNLearner.update` wrapped inside the actor, its wall time and
   the thread's CPU time per call (against a bare loop's, this says whether an update is slower
   in the system because it waits for a core or because it runs slower on one);
 - **py-spy's view** (`py-spy record --idle`, which comes with `ray[default]`): the share of
-  its stack samples in `DQNLearner.update`, in Ray calls (submitting, waiting for and
-  deserialising samples, sending priorities, publishing), in numpy batch handling, and
-  between tasks;
+  its stack samples in `DQNLearner.update`, in sampling its own replay buffer, in writing
+  priorities back, in Ray calls (publishing weights), and between tasks;
 
 and, for the whole machine over the same window, the cores each role used (`/proc/*/stat`):
-learner, explorers, replay actor, evaluator, driver, Ray's own processes.
+learner, explorers, evaluator, driver, Ray's own processes.
 
 Its reference without Ray, the bare update loop while another process does an explorer's work,
 is `overhead.bare_learner_beside_explorer`.
@@ -33,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import ray
@@ -42,12 +42,10 @@ from course_lib.apex import ApexConfig, ApexTrainer
 #: py-spy stack -> category, the first rule whose words all occur in the stack wins
 CATEGORIES = (("update (torch)", ("DQNLearner.update",)),
               ("update (torch)", ("timed (",)),            # time_updates' wrapper around it
-              ("waiting for a sample", ("next_batch", "wait (")),
-              ("getting a sample", ("next_batch", "get_result")),
-              ("Ray calls: sample, priorities", (".remote (",)),
-              ("numpy: split the fetched batches", ("next_batch",)),
-              ("numpy: stack the priorities", ("after_update",)),
+              ("sampling its replay buffer", ("sample (", "roles.py")),
+              ("priorities written back", ("after_update",)),
               ("publishing weights", ("publish",)),
+              ("Ray calls", (".remote (",)),
               ("snapshot for the evaluator", ("snapshot",)),
               ("train: the rest", ("LearnerActor.train",)))
 
@@ -59,21 +57,31 @@ def categorise(stack: str) -> str:
     return "between tasks (idle)"
 
 
-def main_thread_split(raw: str) -> dict[str, float]:
-    """Share of the actor's main thread's samples per category, from py-spy's `--threads
-    --format raw` output (one "stack count" line per distinct stack, thread first)."""
-    counts: collections.Counter = collections.Counter()
+def train_thread_split(raw: str) -> dict[str, float]:
+    """Share of the samples of the thread that runs `train` per category, from py-spy's
+    `--threads --format raw` output (one "stack count" line per distinct stack, thread
+    first). Ray runs a threaded actor's calls on a thread per concurrency group; the one
+    seen in `train` most often is the learner's (the other one stores workers' adds)."""
+    by_thread: dict[str, list[tuple[str, int]]] = collections.defaultdict(list)
     for line in raw.splitlines():
         stack, _, n = line.rpartition(" ")
-        if "main_loop" in stack and n.isdigit():     # the thread Ray runs actor calls on
-            counts[categorise(stack)] += int(n)
+        thread = next((f for f in stack.split(";") if f.startswith("thread ")), None)
+        if thread and n.isdigit():
+            by_thread[thread].append((stack, int(n)))
+    if not by_thread:
+        return {}
+    train = max(by_thread, key=lambda t: sum(n for stack, n in by_thread[t]
+                                             if "LearnerActor.train" in stack))
+    counts: collections.Counter = collections.Counter()
+    for stack, n in by_thread[train]:
+        counts[categorise(stack)] += n
     total = sum(counts.values())
     return {k: round(v / total, 3) for k, v in counts.most_common()} if total else {}
 
 
-def schedstat(pid: int) -> tuple[float, float]:
-    """(seconds on a core, seconds waiting for a core) of process `pid`'s main thread."""
-    with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+def schedstat(pid: int, tid: int) -> tuple[float, float]:
+    """(seconds on a core, seconds waiting for a core) of thread `tid` of process `pid`."""
+    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
         on_cpu, waiting, _ = (int(x) for x in f.read().split())
     return on_cpu / 1e9, waiting / 1e9
 
@@ -154,7 +162,7 @@ def pin_learner(trainer: ApexTrainer) -> None:
     last = os.cpu_count() - 1
     ray.get(trainer.learner.__ray_call__.remote(pin_to({last})))
     ray.get([a.__ray_call__.remote(pin_to(set(range(last))))
-             for a in [*trainer.workers, trainer.replay, trainer.evaluator, trainer.params]])
+             for a in [*trainer.workers, trainer.evaluator, trainer.params]])
 
 
 def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool = True,
@@ -168,7 +176,9 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
     trainer = ApexTrainer(cfg)
     if pin:
         pin_learner(trainer)
-    pid = ray.get(trainer.learner.__ray_call__.remote(lambda self: os.getpid()))
+    # the process, and the thread that runs `train` (`__ray_call__` runs on the same one)
+    pid, tid = ray.get(trainer.learner.__ray_call__.remote(
+        lambda self: (os.getpid(), threading.get_native_id())))
     out: dict = {"explorers": cfg.num_workers}
     # beside this Python first: a venv's scripts are not on the PATH unless it is activated
     spy = spy and shutil.which("py-spy", path=os.pathsep.join([os.path.dirname(sys.executable),
@@ -183,7 +193,7 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
              "--rate", "50", "--duration", str(int(seconds)), "--pid", str(pid), "--output", raw],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            cpu0, wait0 = schedstat(pid)
+            cpu0, wait0 = schedstat(pid, tid)
             processes = cpu_seconds()
         except OSError:                            # not Linux
             cpu0 = wait0 = None
@@ -198,7 +208,7 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
             out["one_update_ms"] = {"wall": round(timed["wall_s"] / timed["calls"] * 1e3, 3),
                                     "cpu": round(timed["cpu_s"] / timed["calls"] * 1e3, 3)}
         if cpu0 is not None:
-            cpu1, wait1 = schedstat(pid)
+            cpu1, wait1 = schedstat(pid, tid)
             on, waiting = (cpu1 - cpu0) / wall, (wait1 - wait0) / wall
             out["scheduler"] = {"on_a_core": round(on, 3), "waiting_for_a_core": round(waiting, 3),
                                 "sleeping": round(max(0.0, 1 - on - waiting), 3)}
@@ -207,7 +217,7 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
             out["py_spy"] = "not measured: py-spy is not installed, or not asked for"
         else:
             _, err = spying.communicate(timeout=seconds + 30)
-            split = main_thread_split(open(raw).read()) if spying.returncode == 0 else {}
+            split = train_thread_split(open(raw).read()) if spying.returncode == 0 else {}
             out["py_spy"] = split or f"not measured: {(err or 'no samples').strip()[-200:]}"
     finally:
         trainer.close()
@@ -227,7 +237,7 @@ def main() -> None:
                         help="the learner alone on the last CPU, the other actors on the rest")
     parser.add_argument("--no-py-spy", action="store_true", help="without py-spy's view")
     parser.add_argument("--config", default="{}",
-                        help='ApexConfig changes as JSON, e.g. \'{"sample_batches": 4}\'')
+                        help='ApexConfig changes as JSON, e.g. \'{"num_envs": 4}\'')
     args = parser.parse_args()
     if args.pin and not (hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2):
         parser.error("--pin needs Linux and at least 2 CPUs; run without it")

@@ -11,6 +11,9 @@ done bare, in one plain process, on the same machine in the same run.
 | n = 1, 2, 4             | + `epsilon_greedy` (eps_i)     | whose learner has nothing to do   |
 | SAC learner updates/s   | `SACLearner.update` on one     | the learner actor of a SAC run    |
 |                         | batch, looped                  | (CLI default config, 2 workers)   |
+| CPU ms per learner      | one process: the env steps,    | every process of an Ape-X run     |
+| update                  | n-step windows, local PER and  | (CLI default config), read from   |
+|                         | update (`single_process_...`)  | /proc over the learner's window   |
 
 Same network, batch size and torch threads (1) on both sides; bare batches are random
 CartPole/Pendulum-shaped transitions (an update's cost does not depend on the numbers).
@@ -36,9 +39,12 @@ at the goal costs (10 and 10 + 20 CartPole episodes of 500 steps), and where the
 time goes (`bench/learner_profile.py`: the scheduler's and py-spy's split of its main thread
 in a 4-explorer run, and the bare update loop while another process does an explorer's work).
 
-Target: each distributed learner at >= 80% of its bare loop's rate.
+Targets: each distributed learner at >= 80% of its bare loop's rate; the whole Ape-X system's
+CPU per learner update at most 1.5x the one process's (the replay ratio is the same on both
+sides: batch_size / replay_ratio env steps per update).
 JSON: {"apex": {"learner": {bare_updates_s, distributed_updates_s, ratio},
 "explorers": [{n, bare_steps_s, distributed_steps_s, ratio}, ...]}, "sac": {"learner": {...}},
+"cpu_per_update": {single_process_ms, apex_system_ms, ratio, by_role_ms, not_counted_ms, ...},
 "load_before", "load_after", "quick", "diagnostics", "targets"}. `--quick`: short windows.
 """
 
@@ -48,12 +54,13 @@ import argparse
 import multiprocessing
 import os
 import time
+from typing import Any
 
 import numpy as np
 import ray
 import torch
 from benchlib import private_ray_tmp, write_json
-from learner_profile import profile_learner
+from learner_profile import cores_by_role, cpu_seconds, profile_learner
 
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
@@ -65,10 +72,16 @@ from course_lib.dqn import (
     td_errors,
 )
 from course_lib.envs import evaluate_policy, make_env
-from course_lib.replay import NStepBuffer, stack_transitions
+from course_lib.replay import (
+    NStepBuffer,
+    PrioritizedReplayBuffer,
+    stack_transitions,
+    transition_spec,
+)
 from course_lib.sac import SACConfig, SACTrainer, make_learner as make_sac_learner
 
 TARGET = 0.8                     # distributed learner / bare learner, at least
+CPU_TARGET = 1.5                 # whole system's CPU per update / one process's, at most
 EXPLORERS = (1, 2, 4)
 FULL = {"bare_s": 5.0, "apex_s": 45.0, "explorers_s": 20.0, "sac_s": 40.0, "alone_s": 20.0,
         "profile_s": 20.0}
@@ -168,6 +181,50 @@ def bare_learner_beside_explorer(seconds: float) -> float:
         other.join()
 
 
+def single_process_cpu_per_update(seconds: float) -> dict[str, float]:
+    """CPU milliseconds per learner update of one plain process doing all of Ape-X's work at
+    the CLI default's replay ratio: per update, batch_size / replay_ratio env steps with
+    eps-greedy actions from the network and n-step windows, their transitions stored in a
+    local prioritized buffer (50 at a time, initial priority the largest so far), then one
+    prioritized sample, one `DQNLearner.update` and its priorities written back. What the
+    whole distributed system spends per update is measured against this."""
+    torch.set_num_threads(1)
+    cfg = ApexConfig()
+    env, rng = make_env(cfg.env_id), np.random.default_rng(0)
+    learner = make_learner(cfg, 4, 2, "cpu")
+    nstep = NStepBuffer(cfg.n_step, cfg.gamma)
+    buffer = PrioritizedReplayBuffer(cfg.buffer_size, transition_spec((4,), n_step=True),
+                                     alpha=cfg.priority_alpha, seed=0)
+    eps = epsilon_for_explorer(cfg.num_workers - 1, cfg.num_workers, cfg.eps, cfg.eps_alpha)
+    steps_per_update = round(cfg.batch_size / cfg.replay_ratio)
+    obs, _ = env.reset(seed=0)
+    outbox: list[dict] = []
+
+    def play(steps: int) -> None:
+        nonlocal obs, outbox
+        for _ in range(steps):
+            action = epsilon_greedy(learner.online, obs, eps, rng, 2)
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            outbox += nstep.add(obs, action, reward, next_obs, terminated, truncated)
+            obs = env.reset()[0] if terminated or truncated else next_obs
+            if len(outbox) >= cfg.send_every:
+                buffer.add(stack_transitions(outbox))
+                outbox = []
+
+    play(cfg.learning_starts)
+    updates, cpu0, wall0 = 0, time.process_time(), time.perf_counter()
+    while time.perf_counter() - wall0 < seconds:
+        play(steps_per_update)
+        batch = buffer.sample(cfg.batch_size, cfg.priority_beta)
+        info = learner.update(batch)
+        buffer.update_priorities(batch["indices"], info["priorities"])
+        updates += 1
+    cpu = time.process_time() - cpu0
+    return {"cpu_ms_per_update": 1000 * cpu / updates,
+            "updates_s": updates / (time.perf_counter() - wall0),
+            "env_steps_per_update": steps_per_update}
+
+
 def explorer_step_costs(steps: int) -> dict[str, float]:
     """µs per env step of each piece of an explorer's work, in this process, greedy (a
     forward pass every step, as the low-eps explorers nearly always do): env step + action,
@@ -228,7 +285,8 @@ def evaluation_cost(repeats: int) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------
 
 def run_for(trainer_class, cfg, seconds: float) -> list[dict]:
-    """Run a trainer for `seconds` after its start-up; its counters after every iteration."""
+    """Run a trainer for `seconds` after its start-up; its counters after every iteration,
+    with every process's CPU seconds so far (`learner_profile.cpu_seconds`)."""
     trainer = trainer_class(cfg)
     samples, start = [], time.perf_counter()
     try:
@@ -237,7 +295,8 @@ def run_for(trainer_class, cfg, seconds: float) -> list[dict]:
             c = trainer.counters
             samples.append({"t": time.perf_counter() - start, "env_steps": c["env_steps"],
                             "updates": c["learner_updates"],
-                            "owed": trainer.updates_due() - c["learner_updates"]})
+                            "owed": trainer.updates_due() - c["learner_updates"],
+                            "cpu": cpu_seconds()})
     finally:
         trainer.close()
     return samples
@@ -265,6 +324,25 @@ def learner_window(samples: list[dict], chunk: int) -> dict[str, float]:
             if window else float("nan")}
 
 
+def system_cpu_per_update(samples: list[dict]) -> dict[str, Any]:
+    """CPU milliseconds per learner update over the steady window (as `steady_rate`'s), of
+    the whole system: every Ray process (learner, workers, evaluator, parameter server,
+    raylet, GCS, ...) and the driver, read from the OS. Processes that are none of these
+    (`everything else`: a shell, an editor) are reported apart and not counted."""
+    moved = next((i for i, s in enumerate(samples) if s["updates"] > 0), None)
+    if moved is None or moved + 1 >= len(samples) - 1:
+        return {"cpu_ms_per_update": float("nan")}
+    first, last = samples[moved + 1], samples[-1]
+    updates, wall = last["updates"] - first["updates"], last["t"] - first["t"]
+    by_role = {role: cores * wall * 1000 / updates
+               for role, cores in cores_by_role(first["cpu"], last["cpu"], wall).items()}
+    apart = {k: by_role.pop(k) for k in ("everything else", "py-spy (this profile)")
+             if k in by_role}
+    return {"cpu_ms_per_update": sum(by_role.values()),
+            "by_role_ms": {k: round(v, 3) for k, v in by_role.items()},
+            "not_counted_ms": {k: round(v, 3) for k, v in apart.items()}}
+
+
 def ratio_row(bare: float, distributed: float, unit: str) -> dict[str, float]:
     return {f"bare_{unit}_s": round(bare, 1), f"distributed_{unit}_s": round(distributed, 1),
             "ratio": round(distributed / bare, 3)}
@@ -282,6 +360,8 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
                                        for n, r in bare_explorers.items()))
     beside = bare_learner_beside_explorer(times["bare_s"])
     log(f"bare Ape-X learner, an explorer's work in another process: {beside:,.0f} updates/s")
+    single = single_process_cpu_per_update(times["bare_s"] * 2)
+    log(f"one process, Ape-X's work: {single['cpu_ms_per_update']:.2f} CPU ms per update")
     diagnostics = {"explorer_step_costs": explorer_step_costs(1_000 if quick else 5_000),
                    "evaluation_at_goal": evaluation_cost(1 if quick else 3),
                    "bare_learner_beside_explorer_updates_s": round(beside, 1)}
@@ -293,8 +373,11 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
     with private_ray_tmp():
         try:
             init_ray(num_cpus=os.cpu_count())
-            apex = learner_window(run_for(ApexTrainer, apex_cfg, times["apex_s"]),
-                                  apex_cfg.learner_chunk)
+            apex_samples = run_for(ApexTrainer, apex_cfg, times["apex_s"])
+            apex = learner_window(apex_samples, apex_cfg.learner_chunk)
+            system = system_cpu_per_update(apex_samples)
+            log(f"Ape-X system: {system['cpu_ms_per_update']:.2f} CPU ms per update "
+                f"{system.get('by_role_ms')}")
             log(f"Ape-X learner, {apex_cfg.num_workers} explorers: {apex['updates_s']:,.0f} "
                 f"updates/s (owed {apex['owed_updates_s']:,.0f}/s, saturated "
                 f"{apex['saturated']:.0%} of iterations)")
@@ -326,6 +409,13 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
                  "explorers": [{"n": n, **ratio_row(bare_explorers[n], explorers[n], "steps")}
                                for n in EXPLORERS]},
         "sac": {"learner": ratio_row(bare["sac"], sac["updates_s"], "updates")},
+        "cpu_per_update": {
+            "single_process_ms": round(single["cpu_ms_per_update"], 3),
+            "apex_system_ms": round(system["cpu_ms_per_update"], 3),
+            "ratio": round(system["cpu_ms_per_update"] / single["cpu_ms_per_update"], 3),
+            "by_role_ms": system.get("by_role_ms", {}),
+            "not_counted_ms": system.get("not_counted_ms", {}),
+            "single_process": single, "explorers": apex_cfg.num_workers},
         "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
         "quick": quick, "diagnostics": diagnostics}
     result["targets"] = {} if quick else {
@@ -335,6 +425,11 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
             "note": "" if diagnostics[f"{algo}_learner"]["saturated"] >= 0.5 else
             "the learner waited for data most of the window: its rate is what it was owed"}
         for algo in ("apex", "sac")}
+    if not quick:
+        value = result["cpu_per_update"]["ratio"]
+        result["targets"]["system CPU per update / one process"] = {
+            "value": value, "target": CPU_TARGET, "met": bool(value <= CPU_TARGET),
+            "note": "at most"}
     return result
 
 
@@ -351,6 +446,9 @@ def main() -> None:
     for row in result["apex"]["explorers"]:
         print(f"{row['n']} explorer(s): bare {row['bare_steps_s']:,.0f} env steps/s, "
               f"distributed {row['distributed_steps_s']:,.0f}, ratio {row['ratio']:.2f}")
+    cpu = result["cpu_per_update"]
+    print(f"CPU per learner update: one process {cpu['single_process_ms']:.2f} ms, the Ape-X "
+          f"system {cpu['apex_system_ms']:.2f} ms, ratio {cpu['ratio']:.2f}")
     print(f"load average before/after: {result['load_before'][0]:.1f} / "
           f"{result['load_after'][0]:.1f}")
     write_json(result, args.json)

@@ -1,12 +1,13 @@
 """Ape-X DQN (Horgan et al. 2018) on Ray core: many explorers, one prioritized replay, one learner.
 
-    explorers (N actors)         replay (1 actor)           learner (1 actor)
-    env + own copy of Q  --add-> prioritized buffer --sample-> DQNLearner.update
-    eps_i-greedy, n-step         batches of ~50 with        priorities written back
-    initial priorities           priorities                  weights published
-          ^                                                         |
-          +------ pull every ~400 steps <-- parameter server <------+
-                  (only when the version changed)        evaluator: greedy, newest weights
+    explorers (N actors)                  learner (1 actor, 2 threads)
+    env + own copy of Q  --add batches-->  prioritized buffer --sample--> DQNLearner.update
+    eps_i-greedy, n-step   of ~50 with     (replay thread)     <--new priorities--+
+    initial priorities     priorities                          weights published  |
+          ^                                                                        |
+          +------ pull every ~400 steps <-- parameter server <---------------------+
+                  (only when the version changed)
+    evaluator (1 actor): plays the learner's snapshot that the driver took, greedily
 
 Every piece of DQN maths is `course_lib.dqn` (the same functions the single-process baseline
 calls), and the distributed machinery is `course_lib.distributed` (shared with parallel SAC);
@@ -14,7 +15,8 @@ this module only says what is particular to Ape-X:
 
 - `Explorer`: a worker with a fixed eps_i = eps^(1 + alpha i/(N-1)), an NStepBuffer, and its
   own network to compute the initial priorities |TD error| of the batches it sends.
-- `Learner`: a DQNLearner that samples prioritized batches and sends the new priorities back.
+- `Learner`: a DQNLearner that holds the prioritized buffer, samples it and writes the new
+  priorities back.
 - `ApexTrainer`: the driver. It holds the *replay ratio*, learner samples per inserted
   transition, near `replay_ratio`: the learner gets updates only as data arrives, and the
   explorers pause while the learner is behind. That throttle is this workbook's choice, not
@@ -39,7 +41,7 @@ from course_lib.dqn.learner import (
     DQNSettings,
     DuelingQNet,
     epsilon_for_explorer,
-    epsilon_greedy,
+    epsilon_greedy_batch,
     evaluate_greedy,
     greedy_policy,
     make_learner,
@@ -49,7 +51,7 @@ from course_lib.dqn.learner import (
 from course_lib.replay.nstep import NStepBuffer
 from course_lib.replay.uniform import transition_spec
 from course_lib.results import Algorithm
-from course_lib.roles import LearnerActor, Worker
+from course_lib.roles import LearnerActor, Worker, remote_learner
 from course_lib.trainer import train_with
 
 
@@ -74,32 +76,27 @@ class Explorer(Worker):
 
     def __init__(self, index: int, cfg: ApexConfig, prefix: str, seed: int, epsilon: float):
         self.epsilon = epsilon
-        self.nstep = NStepBuffer(cfg.n_step, cfg.gamma)
+        self.nsteps = [NStepBuffer(cfg.n_step, cfg.gamma) for _ in range(cfg.num_envs)]
         super().__init__(index, cfg, prefix, seed)
 
     def make_net(self, obs_dim: int, n_actions: int) -> DuelingQNet:
         self.n_actions = n_actions
         return DuelingQNet(obs_dim, n_actions, tuple(self.cfg.hidden))
 
-    def act(self, obs: np.ndarray) -> int:
-        return epsilon_greedy(self.net, obs, self.epsilon, self.rng, self.n_actions)
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        return epsilon_greedy_batch(self.net, obs, self.epsilon, self.rng, self.n_actions)
 
-    def transitions(self, obs, action, reward, next_obs, terminated, truncated) -> list[dict]:
-        return self.nstep.add(obs, action, reward, next_obs, terminated, truncated)
+    def transitions(self, env, obs, action, reward, next_obs, terminated, truncated) -> list[dict]:
+        return self.nsteps[env].add(obs, action, reward, next_obs, terminated, truncated)
 
     def priorities(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         return td_errors(batch, self.net)
 
 
-@ray.remote
+@remote_learner
 class Learner(LearnerActor):
-    """A DQNLearner on prioritized batches. The new priorities of a fetched group of batches
-    go back to the replay actor in one call once the group is used up, not awaited (an error
-    of that call still surfaces: `LearnerActor.send_unawaited`)."""
-
-    def __init__(self, *args):
-        self.pending_priorities: list[tuple[np.ndarray, np.ndarray]] = []   # (ids, priorities)
-        super().__init__(*args)
+    """A DQNLearner on prioritized batches from the buffer it holds; the new priorities of
+    each batch are written back at once (a local call: the buffer is in this process)."""
 
     def make_learner(self, cfg: ApexConfig, obs_dim: int, n_actions: int):
         return make_learner(cfg, obs_dim, n_actions)
@@ -108,13 +105,8 @@ class Learner(LearnerActor):
         return (*super().sample_args(), self.cfg.priority_beta)
 
     def after_update(self, batch: dict[str, np.ndarray], info: dict[str, Any]) -> None:
-        self.pending_priorities.append((batch["indices"], info["priorities"]))
-        if not self.batches:                     # the fetched group is used up
-            ids, priorities = (np.concatenate(x) for x in zip(*self.pending_priorities,
-                                                              strict=True))
-            self.send_unawaited("replay.update_priorities",
-                                self.replay.update_priorities.remote(ids, priorities))
-            self.pending_priorities = []
+        with self.lock:
+            self.replay.update_priorities(batch["indices"], info["priorities"])
 
 
 class ApexTrainer(DistributedTrainer):
@@ -153,8 +145,7 @@ class ApexTrainer(DistributedTrainer):
                 partial(evaluate_greedy, env_id=self.cfg.env_id))
 
     def row_extras(self) -> dict[str, float]:
-        c = self.counters
-        return {"replay_ratio": c["learner_updates"] * self.cfg.batch_size / max(1, c["inserted"])}
+        return {"replay_ratio": self.ratio_held() * self.cfg.batch_size}   # samples / transition
 
     def extras(self) -> dict[str, Any]:
         return {**super().extras(), "epsilons": self.epsilons}

@@ -1,11 +1,12 @@
-"""What Ape-X and parallel SAC share: workers that feed one replay actor, one learner actor,
-one evaluator, a parameter server, and a driver that never waits on one particular actor.
+"""What Ape-X and parallel SAC share: workers that feed one learner actor, which holds the
+replay buffer, one evaluator, a parameter server, and a driver that never waits on one
+particular actor.
 
-    workers (N actors)            replay (1 actor)             learner (1 actor)
-    env + policy copy  --add-->   buffer (counts what   --sample-->  update, publish weights
-    (Ape-X: explorers)            lands in it)                        every publish_every
-          ^                                                              |
-          +---- pull every pull_every steps <-- parameter server <-------+
+    workers (N actors)                 learner (1 actor)
+    env + policy copy  --add batches--> replay buffer (counts   --sample--> update, publish
+    (Ape-X: explorers)                  what lands in it)                   every publish_every
+          ^                                                                    |
+          +---- pull every pull_every steps <-- parameter server <-------------+
     evaluator (1 actor): plays the driver's snapshot of the learner on fresh episodes
 
 An algorithm subclasses three classes and writes only what differs:
@@ -13,7 +14,8 @@ An algorithm subclasses three classes and writes only what differs:
 | class                | writes                                                             |
 | -------------------- | ------------------------------------------------------------------ |
 | `Worker`             | `make_net`, `act`, `transitions` (and `priorities`, `env_action`)  |
-| `LearnerActor`       | `make_learner` (and `after_update`, `sample_args`)                 |
+| `LearnerActor`       | `make_learner` (and `after_update`, `sample_args`); decorated with |
+|                      | `roles.remote_learner` (its adds run on a thread of their own)     |
 | `DistributedTrainer` | `Worker`, `Learner`, `updates_per_transition`, the evaluation net  |
 
 Start-up: the learner publishes its first weights (after `--restore`: the restored ones) and
@@ -24,12 +26,12 @@ is sent again (`max_task_retries=-1`); each result carries how often Ray has res
 worker, so two restarts between two results count two. A restarted worker plays with a new
 seed. A crash loses what was only in the worker's memory: its outbox (at most `send_every`
 transitions), its n-step window, and the env steps of the chunk under way. The transitions
-that reached the replay actor are kept and counted there (the replay actor counts insertions,
-not the workers), up to the env steps counted: every transition is one env step's, so
+that reached the learner's replay buffer are kept and counted there (the buffer counts
+insertions, not the workers), up to the env steps counted: every transition is one env step's, so
 `inserted` never exceeds `env_steps`, even when a lost chunk's env steps were not. A worker
 that keeps dying ends the run with one line (`WorkerDiedError`) once Ray has restarted it
 `max_worker_restarts` times. Any other failure ends the run with one line naming the actor at
-fault (`failures.PartFailedError`: "the replay actor died: ...", "learner failed: ..."); a
+fault (`failures.PartFailedError`: "the learner died: ...", "evaluator failed: ..."); a
 failed start kills every actor created so far and names the one that could not start
 (`failures.StartError`).
 
@@ -54,7 +56,6 @@ from course_lib.errors import first_line
 from course_lib.failures import Parts, WorkerDiedError
 from course_lib.param_server import ParameterServer
 from course_lib.ray_setup import init_ray
-from course_lib.replay.server import ReplayActor
 from course_lib.results import OutOfTime
 from course_lib.roles import Evaluator
 from course_lib.trainer import Snapshot, Trainer, TrainerConfig
@@ -65,16 +66,15 @@ class DistributedConfig(TrainerConfig):
     """The settings of every distributed trainer (workers, learner, driver, resources)."""
 
     LIMITS: ClassVar[dict[str, str]] = {
-        "num_workers": ">= 1", "sample_batches": ">= 1", "prefetch": ">= 1", "send_every": ">= 1",
+        "num_workers": ">= 1", "num_envs": ">= 1", "send_every": ">= 1",
         "pull_every": ">= 1", "publish_every": ">= 1", "worker_chunk": ">= 1",
         "learner_chunk": ">= 1", "max_lag_updates": ">= 0", "eval_every_s": ">= 0",
         "learner_cpus": ">= 0", "learner_gpus": ">= 0", "worker_cpus": ">= 0",
         "max_worker_restarts": ">= 0"}
 
     num_workers: int = 2              # worker actors (Ape-X: explorers)
-    sample_batches: int = 8           # batches fetched per replay sample request
-    prefetch: int = 2                 # sample requests the learner keeps in flight
-    send_every: int = 50              # transitions per batch a worker sends to the replay
+    num_envs: int = 1                 # envs each worker steps as one batch (one forward pass)
+    send_every: int = 50              # transitions per batch a worker sends to the learner
     pull_every: int = 400             # worker env steps between weight pulls
     publish_every: int = 25           # learner updates between weight publications
     worker_chunk: int = 200           # env steps per worker task
@@ -89,20 +89,20 @@ class DistributedConfig(TrainerConfig):
 
 
 def share_cpus(total_cpus: float, learner_cpus: float, num_workers: int,
-               max_worker_cpus: float, small: float = 0.1) -> tuple[float, float]:
-    """(CPUs of each small actor, CPUs of each worker) when the learner takes `learner_cpus`,
-    two small actors (replay, evaluator) take `small` each and the workers share the rest,
-    at most `max_worker_cpus` each. ValueError if the learner and the small actors do not fit.
+               max_worker_cpus: float, evaluator_cpus: float = 0.1) -> tuple[float, float]:
+    """(CPUs of the evaluator, CPUs of each worker) when the learner takes `learner_cpus`, the
+    evaluator `evaluator_cpus` and the workers share the rest, at most `max_worker_cpus` each.
+    ValueError if the learner and the evaluator do not fit.
 
     Logical CPUs only decide where actors may run (Ray would otherwise wait forever for an
     actor it cannot place); the operating system shares the real cores between all of them,
-    so fractions are how a learner, a replay actor and several workers fit on a 2-core laptop.
+    so fractions are how a learner, an evaluator and several workers fit on a 2-core laptop.
     """
-    free = total_cpus - learner_cpus - 2 * small
+    free = total_cpus - learner_cpus - evaluator_cpus
     if free <= 0:
         raise ValueError(f"the Ray cluster has {total_cpus:g} CPUs: too few for the learner "
-                         f"({learner_cpus:g}) and the replay and evaluation actors")
-    return small, math.floor(min(max_worker_cpus, free / num_workers) * 1000) / 1000
+                         f"({learner_cpus:g}) and the evaluator")
+    return evaluator_cpus, math.floor(min(max_worker_cpus, free / num_workers) * 1000) / 1000
 
 
 def actor_resources(cfg: DistributedConfig, cluster: dict) -> dict[str, float]:
@@ -112,10 +112,10 @@ def actor_resources(cfg: DistributedConfig, cluster: dict) -> dict[str, float]:
     The GPU is asked for explicitly, never only "when the cluster has one": on a cluster whose
     GPU node starts at zero (cluster/aws.yaml), the learner's pending request for a GPU is the
     one thing that makes the autoscaler launch that node."""
-    small, worker = share_cpus(cluster.get("CPU", 1), cfg.learner_cpus, cfg.num_workers,
-                               cfg.worker_cpus)
+    evaluator, worker = share_cpus(cluster.get("CPU", 1), cfg.learner_cpus, cfg.num_workers,
+                                   cfg.worker_cpus)
     return {"learner": cfg.learner_cpus, "learner_gpus": cfg.learner_gpus,
-            "replay": small, "evaluator": small, "worker": worker}
+            "evaluator": evaluator, "worker": worker}
 
 
 class NoGPUError(ValueError):
@@ -197,18 +197,17 @@ class DistributedTrainer(Trainer):
         (`failures.Parts.start`); every actor is registered as soon as it exists."""
         cfg, parts = self.cfg, self.parts
         prefix = f"{self.algo}-{uuid.uuid4().hex[:8]}"   # workers find these actors by name
-        self.replay = parts.add("replay actor", ReplayActor.options(
-            name=f"{prefix}-replay", num_cpus=res["replay"]).remote(
-            cfg.buffer_size, self.transition_spec(), seed=self.seed("replay"),
-            **self.replay_options()))
         self.params = parts.add("parameter server",
                                 ParameterServer.options(name=f"{prefix}-params").remote())
+        replay = {"capacity": cfg.buffer_size, "spec": self.transition_spec(),
+                  "seed": self.seed("replay"), **self.replay_options()}
         self.learner = parts.add("learner", self.Learner.options(
-            num_cpus=res["learner"], num_gpus=res["learner_gpus"]).remote(
-            cfg, self.dims, prefix, restore["learner"] if restore else None, self.seed("learner")))
-        # awaited in this order, so that a learner that failed because the replay actor did
-        # is not blamed for it
-        parts.start("replay actor", self.replay.__ray_ready__.remote())
+            name=f"{prefix}-learner", num_cpus=res["learner"],
+            num_gpus=res["learner_gpus"]).remote(
+            cfg, self.dims, prefix, restore["learner"] if restore else None, self.seed("learner"),
+            replay))
+        # awaited in this order, so that a learner that failed because the parameter server
+        # did is not blamed for it
         parts.start("parameter server", self.params.__ray_ready__.remote())
         self.learner_device = parts.start("learner", self.learner.ready.remote())  # published
         self.workers = [parts.add(f"{self.worker_name} {i}", self.Worker.options(
@@ -265,8 +264,8 @@ class DistributedTrainer(Trainer):
 
     def _result(self, ref: ray.ObjectRef, part: str, worker: int | None = None):
         """The result of a task of `part`. A failure ends the run with one line naming the
-        part at fault (`failures.Parts.failure`: the replay actor, say, when a worker's add
-        failed because it died); an env's non-finite value reaches the caller as itself.
+        part at fault (`failures.Parts.failure`: the learner, say, when a worker's add failed
+        because the learner died); an env's non-finite value reaches the caller as itself.
         A worker that died under its chunk is the exception: None, and the chunk is resent."""
         try:
             return ray.get(ref)
@@ -367,7 +366,7 @@ class DistributedTrainer(Trainer):
         actor in the middle of a call would make Ray retry the call, and say so."""
         if self.tasks:
             ray.wait(list(self.tasks), num_returns=len(self.tasks), timeout=timeout_s)
-        for actor in [*self.workers, self.evaluator, self.learner, self.replay, self.params]:
+        for actor in [*self.workers, self.evaluator, self.learner, self.params]:
             ray.kill(actor)
         self.tasks.clear()
 
@@ -388,7 +387,7 @@ class DistributedTrainer(Trainer):
         """The replay buffer's fields (`replay.transition_spec`)."""
 
     def replay_options(self) -> dict[str, Any]:
-        """Keyword arguments of the replay actor (prioritized or not, alpha)."""
+        """Keyword arguments of the learner's `ReplayServer` (prioritized or not, alpha)."""
         return {}
 
     def worker_options(self, index: int) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """Which part of a distributed run failed, said in one line, and no actor left behind.
 
 A distributed trainer is several actors that call one another, so an error seldom reaches the
-driver from the actor at fault: when the replay actor dies, a worker's `add` fails and the
-worker's task carries the replay actor's death to the driver. `Parts` knows every actor of a
-run by its Ray actor id and names the one that really failed:
+driver from the actor at fault: when the learner dies, a worker's `add` to its replay buffer
+fails and the worker's task carries the learner's death to the driver. `Parts` knows every
+actor of a run by its Ray actor id and names the one that really failed:
 
 | what reached the driver                                  | the message names            |
 | -------------------------------------------------------- | ---------------------------- |
@@ -78,7 +78,7 @@ def actor_died(err: BaseException) -> RayActorError | None:
 
 
 class Parts:
-    """Every actor of one run, by name ("replay actor", "learner", "explorer 0", ...)."""
+    """Every actor of one run, by name ("parameter server", "learner", "explorer 0", ...)."""
 
     def __init__(self):
         self.names: dict[str, str] = {}    # Ray actor id (hex) -> name

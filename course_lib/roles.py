@@ -2,9 +2,9 @@
 
 | class          | job                                               | an algorithm writes      |
 | -------------- | ------------------------------------------------- | ------------------------ |
-| `Worker`       | plays its env, sends batches to the replay actor, | `make_net`, `act`,       |
-|                | pulls weights (Ape-X calls workers *explorers*)   | `transitions`            |
-| `LearnerActor` | samples from the replay actor, updates, publishes | `make_learner`           |
+| `Worker`       | plays its env, sends batches to the learner's     | `make_net`, `act`,       |
+|                | replay, pulls weights (Ape-X: *explorers*)        | `transitions`            |
+| `LearnerActor` | holds the replay, samples, updates, publishes     | `make_learner`           |
 | `Evaluator`    | plays a snapshot's weights on fresh episodes      | nothing: it is given a   |
 |                |                                                   | net factory and a scorer |
 
@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,25 +22,27 @@ import numpy as np
 import ray
 import torch
 
-from course_lib.envs import check_finite, env_dims, make_env
+from course_lib.envs import EnvBatch, check_finite, env_dims
 from course_lib.errors import first_line
 from course_lib.nets import set_weights
 from course_lib.param_server import get_result, pull_into
 from course_lib.replay.nstep import stack_transitions
+from course_lib.replay.server import ReplayServer
 from course_lib.trainer import derive_seed
 
 if TYPE_CHECKING:
     from course_lib.distributed import DistributedConfig
 
+
 class UnawaitedCallError(RuntimeError):
-    """A call the learner sent without waiting for it (`publish`, `update_priorities`) failed."""
+    """A call the learner sent without waiting for it (`publish`) failed."""
 
 
 POLICY = "policy"   # the name the learner publishes the acting network's weights under
 
 
 # ---------------------------------------------------------------------------------------------
-# Workers: play, send batches to the replay actor, pull weights
+# Workers: play, send batches to the learner's replay, pull weights
 # ---------------------------------------------------------------------------------------------
 
 def restart_count() -> int:
@@ -53,15 +56,21 @@ def restart_count() -> int:
 
 
 class Worker(ABC):
-    """One env and a copy of the acting network. `run(num_steps)` plays that many env steps and
-    returns {"env_steps", "episode_returns", "pid", "restarts", "replay_inserted"}: `restarts`
-    is how often Ray has restarted this worker (two restarts between two results count two),
-    `replay_inserted` the replay actor's own count of stored transitions after this worker's
-    last add, or None if it sent nothing.
+    """`num_envs` envs stepped as one batch (`envs.EnvBatch`) and a copy of the acting network.
+    `run(num_steps)` plays that many env steps and returns {"env_steps", "episode_returns",
+    "pid", "restarts", "replay_inserted"}: `restarts` is how often Ray has restarted this
+    worker (two restarts between two results count two), `replay_inserted` the replay
+    buffer's own count of stored transitions after this worker's last add, or None if it sent
+    nothing.
 
-    The replay actor and the parameter server are found by name: when Ray restarts a worker it
-    runs `__init__` again with the same arguments, and handles passed as arguments would have
-    to outlive the original call in the object store (Ray warns that a restart fails if not).
+    Several envs per worker is how Sample Factory and EnvPool make acting cheap: one forward
+    pass chooses the actions of all of them, and an env whose step waits on something remote
+    (`env_latency_ms`) waits once for all of them.
+
+    The learner actor (which holds the replay buffer) and the parameter server are found by
+    name: when Ray restarts a worker it runs `__init__` again with the same arguments, and
+    handles passed as arguments would have to outlive the original call in the object store
+    (Ray warns that a restart fails if not).
     """
 
     pull_at_episode_end: ClassVar[bool] = False   # also pull when an episode ends (SAC)
@@ -75,14 +84,14 @@ class Worker(ABC):
         self.seed = seed
         torch.manual_seed(seed)
         self.cfg, self.index, self.rng = cfg, index, np.random.default_rng(seed)
-        self.replay = ray.get_actor(f"{prefix}-replay")
+        self.replay = ray.get_actor(f"{prefix}-learner")   # it holds the replay buffer
         self.params = ray.get_actor(f"{prefix}-params")
-        self.env = make_env(cfg.env_id, latency_ms=cfg.env_latency_ms)
-        self.obs, _ = self.env.reset(seed=seed)
-        self.episode_return, self.steps, self.since_pull = 0.0, 0, 0
+        self.envs = EnvBatch(cfg.env_id, cfg.num_envs, cfg.env_latency_ms, seed)
+        self.episode_returns = np.zeros(cfg.num_envs)     # of the episode under way, per env
+        self.steps, self.since_pull = 0, 0
         self.outbox: list[dict] = []          # transitions not sent yet
         self.adding = None                    # the replay add still in flight (at most one)
-        self.net = self.make_net(*env_dims(self.env))
+        self.net = self.make_net(*env_dims(self.envs.envs[0]))
         self.version = pull_into(self.params, POLICY, self.net)
         if self.version < 0:
             raise RuntimeError("a worker started before the learner published its weights")
@@ -100,38 +109,40 @@ class Worker(ABC):
         return self.seed
 
     def run(self, num_steps: int) -> dict[str, Any]:
-        cfg, returns, inserted = self.cfg, [], None
-        for _ in range(num_steps):
-            action = self.act(self.obs)
-            next_obs, reward, terminated, truncated, _ = self.env.step(self.env_action(action))
+        """Play `num_steps` env steps (rounded up to whole steps of all `num_envs` envs)."""
+        cfg, returns, inserted, played = self.cfg, [], None, 0
+        while played < num_steps:
+            obs = self.envs.obs
+            actions = self.act(obs)                      # one forward pass for every env
+            next_obs, rewards, terminated, truncated = self.envs.step(
+                [self.env_action(a) for a in actions])   # obs moves on; resets where ended
             check_finite(next_obs, "observation", cfg.env_id, self.steps)
-            self.outbox += self.transitions(self.obs, action, reward, next_obs, terminated,
-                                            truncated)
-            self.episode_return += float(reward)
-            self.obs = next_obs                   # carry the next observation over
-            self.steps += 1
-            self.since_pull += 1
-            if terminated or truncated:
-                returns.append(self.episode_return)
-                self.obs, _ = self.env.reset()
-                self.episode_return = 0.0
+            for i in range(len(actions)):
+                self.outbox += self.transitions(i, obs[i], actions[i], rewards[i], next_obs[i],
+                                                terminated[i], truncated[i])
+            self.episode_returns += rewards
+            ended = terminated | truncated
+            returns += self.episode_returns[ended].tolist()
+            self.episode_returns[ended] = 0.0
+            self.steps += len(actions)
+            self.since_pull += len(actions)
+            played += len(actions)
             if len(self.outbox) >= cfg.send_every:
                 sent = self.send()
                 inserted = inserted if sent is None else sent
-            if self.since_pull >= cfg.pull_every or (
-                    self.pull_at_episode_end and (terminated or truncated)):
+            if self.since_pull >= cfg.pull_every or (self.pull_at_episode_end and ended.any()):
                 self.version = pull_into(self.params, POLICY, self.net, self.version)
                 self.since_pull = 0
         if self.adding is not None:               # what we report is really stored
             inserted = get_result(self.adding)
             self.adding = None
-        return {"env_steps": num_steps, "episode_returns": returns, "pid": os.getpid(),
+        return {"env_steps": played, "episode_returns": returns, "pid": os.getpid(),
                 "restarts": self.restarts, "replay_inserted": inserted}
 
     def send(self) -> int | None:
-        """The outbox to the replay actor (with initial priorities if the algorithm has them).
-        At most one add is in flight: waiting for the previous one is the back-pressure that
-        keeps a fast worker from flooding a busy replay actor. Returns the replay actor's count
+        """The outbox to the learner's replay (with initial priorities if the algorithm has
+        them). At most one add is in flight: waiting for the previous one is the back-pressure
+        that keeps a fast worker from flooding a busy learner. Returns the replay's count
         after the previous add, if there was one."""
         batch = stack_transitions(self.outbox)
         self.outbox = []
@@ -147,13 +158,15 @@ class Worker(ABC):
         """The acting network (weights arrive from the parameter server)."""
 
     @abstractmethod
-    def act(self, obs: np.ndarray):
-        """The action to take in `obs` (exploration included)."""
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """The actions to take in a batch of observations (num_envs, obs_dim), exploration
+        included: one forward pass serves every env of this worker."""
 
     @abstractmethod
-    def transitions(self, obs, action, reward, next_obs, terminated, truncated) -> list[dict]:
-        """The transitions that are complete after this step (a time-limit end is not
-        terminal: only `terminated` may stop the bootstrap)."""
+    def transitions(self, env: int, obs, action, reward, next_obs, terminated,
+                    truncated) -> list[dict]:
+        """The transitions of env `env` that are complete after this step (a time-limit end
+        is not terminal: only `terminated` may stop the bootstrap)."""
 
     def env_action(self, action):
         """The action as the env takes it (SAC scales [-1, 1] to the env's bounds)."""
@@ -165,41 +178,54 @@ class Worker(ABC):
 
 
 # ---------------------------------------------------------------------------------------------
-# The learner: samples from the replay actor, updates, publishes
+# The learner: holds the replay buffer, samples from it, updates, publishes
 # ---------------------------------------------------------------------------------------------
 
-class LearnerActor(ABC):
-    """A learner (DQNLearner, SACLearner) fed by the replay actor.
+#: the decorator of a learner actor class: Ray runs its `add` calls on a second thread (the
+#: "replay" concurrency group), so workers' batches land while `train` runs on the main one
+remote_learner = ray.remote(concurrency_groups={"replay": 1})
 
-    `train(num_updates)` runs that many updates and returns the mean of each scalar the
-    updates report, plus the update count. Sampling is pipelined: `prefetch` sample requests
-    stay in flight, `ray.wait` takes the first one ready and a new request replaces it at once,
-    so the replay actor samples while the learner trains. Each request fetches
-    `sample_batches` batches in one round trip: Ray calls, not maths, are the cost here. Each
-    batch is drawn on its own (its importance weights normalised by its own largest), so the
-    learner can start as soon as the buffer holds one batch.
+
+class LearnerActor(ABC):
+    """A learner (DQNLearner, SACLearner) with the replay buffer in its own process.
+
+    Workers send their batches straight here (`add`); `train(num_updates)` samples each batch
+    locally, runs that many updates and returns the mean of each scalar they report, plus the
+    update count. Keeping the buffer beside the learner is what RLlib's Ape-X did (replay
+    shards on the learner's node) and what SEED RL and TorchRL do: a sample or a priority
+    update is a function call, not a Ray round trip and a copy through the object store, and
+    no separate replay process competes for the cores. A lock keeps the two threads from
+    touching the buffer at once; torch releases the GIL while it computes, so an add rarely
+    waits for an update.
+
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
 
-    Calls the learner does not wait for (`publish`, Ape-X's `update_priorities`) go through
-    `send_unawaited`: their refs are kept and the finished ones checked without blocking, so
-    an error of one surfaces at the next call or at the end of the `train` task
-    (`UnawaitedCallError`, one line naming the call) instead of never.
+    Calls the learner does not wait for (`publish`) go through `send_unawaited`: their refs
+    are kept and the finished ones checked without blocking, so an error of one surfaces at
+    the next call or at the end of the `train` task (`UnawaitedCallError`, one line naming
+    the call) instead of never.
     """
 
     def __init__(self, cfg: DistributedConfig, dims: tuple[int, int], prefix: str,
-                 state: dict | None, seed: int):
+                 state: dict | None, seed: int, replay: dict[str, Any]):
         torch.set_num_threads(1)
         torch.manual_seed(seed)
         self.cfg = cfg
-        self.replay = ray.get_actor(f"{prefix}-replay")
+        self.replay = ReplayServer(**replay)     # capacity, spec, seed and its options
+        self.lock = threading.Lock()             # adds (replay thread) against samples
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)
         if state is not None:
             self.learner.load_state_dict(state)
-        self.in_flight: list = []             # sample requests sent to the replay actor
         self.unawaited: list[tuple[str, ray.ObjectRef]] = []   # (call, ref) not checked yet
-        self.batches: list[dict] = []         # fetched batches not trained on yet
         ray.get(self.publish())               # awaited once: workers start after this
+
+    @ray.method(concurrency_group="replay")
+    def add(self, batch: dict[str, np.ndarray], priorities: np.ndarray | None = None) -> int:
+        """Store a worker's batch; the number of transitions stored in all (counted where
+        they land, not where they left)."""
+        with self.lock:
+            return self.replay.add(batch, priorities)
 
     def ready(self) -> str:
         """Returns once the first weights are published; the device the learner trains on."""
@@ -210,21 +236,15 @@ class LearnerActor(ABC):
         for every reader. Not awaited: the learner goes straight back to training."""
         return self.params.push.remote(POLICY, self.learner.get_weights())
 
-    def next_batch(self) -> dict[str, np.ndarray]:
-        """The next batch to train on, keeping `prefetch` sample requests in flight."""
-        cfg = self.cfg
-        if not self.batches:
-            while len(self.in_flight) < cfg.prefetch:
-                self.in_flight.append(self.replay.sample_batches.remote(*self.sample_args()))
-            [ready], self.in_flight = ray.wait(self.in_flight, num_returns=1)
-            self.in_flight.append(self.replay.sample_batches.remote(*self.sample_args()))
-            self.batches = get_result(ready)
-        return self.batches.pop()
+    def sample(self) -> dict[str, np.ndarray]:
+        """The next batch to train on, drawn from the local buffer."""
+        with self.lock:
+            return self.replay.sample(*self.sample_args())
 
     def train(self, num_updates: int) -> dict[str, Any]:
         infos = []
         for _ in range(num_updates):
-            batch = self.next_batch()
+            batch = self.sample()
             info = self.learner.update(batch)
             self.after_update(batch, info)
             infos.append(info)
@@ -264,6 +284,11 @@ class LearnerActor(ABC):
         return {"state": self.learner.state_dict(), "weights": self.learner.get_weights(),
                 "updates": self.learner.updates}
 
+    def replay_stats(self) -> dict[str, Any]:
+        """The buffer's size, inserted, sampled and their ratio (`ReplayServer.stats`)."""
+        with self.lock:
+            return self.replay.stats()
+
     # -- what an algorithm writes -----------------------------------------------------------
 
     @abstractmethod
@@ -271,11 +296,11 @@ class LearnerActor(ABC):
         """The plain learner (DQNLearner, SACLearner) this actor feeds."""
 
     def sample_args(self) -> tuple:
-        """The arguments of one `replay.sample_batches` request."""
-        return (self.cfg.batch_size, self.cfg.sample_batches)
+        """The arguments of one `ReplayServer.sample` call (Ape-X adds beta)."""
+        return (self.cfg.batch_size,)
 
     def after_update(self, batch: dict[str, np.ndarray], info: dict[str, Any]) -> None:
-        """Anything to do with an update's result (Ape-X: send the new priorities); by
+        """Anything to do with an update's result (Ape-X: write the new priorities back); by
         default, nothing."""
         return None
 

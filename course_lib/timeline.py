@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 #: rows of a distributed run, in the order of the data's path through it
 ROLE_ORDER = ("Explorer", "RolloutWorker", "ReplayServer", "Learner", "ParameterServer",
-              "Evaluator")        # ReplayServer: the class behind replay.ReplayActor
+              "Evaluator")        # ReplayServer: the class behind replay.ReplayActor (04)
 
 
 @dataclasses.dataclass(frozen=True, order=True)

@@ -1,5 +1,6 @@
 """Tests for course_lib.apex: resources, the replay-ratio throttle, a killed explorer, resume."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import ray
@@ -15,7 +16,7 @@ from course_lib.roles import POLICY
 def test_actors_fit_in_two_cpus(workers):
     cfg = ApexConfig(num_workers=workers)
     cpus = actor_resources(cfg, {"CPU": 2})
-    total = cpus["learner"] + cpus["replay"] + cpus["evaluator"]
+    total = cpus["learner"] + cpus["evaluator"]
     assert total + workers * cpus["worker"] <= 2
     assert 0 < cpus["worker"] <= cfg.worker_cpus
 
@@ -29,7 +30,7 @@ def test_too_small_a_cluster_is_refused():
 # and the explorers pause as soon as the learner is 20 updates behind.
 CFG = ApexConfig.preset(quick=True).updated({
     "num_workers": 2, "hidden": (32,), "learning_starts": 300, "replay_ratio": 4.0,
-    "batch_size": 32, "sample_batches": 2, "max_lag_updates": 20, "worker_chunk": 100,
+    "batch_size": 32, "max_lag_updates": 20, "worker_chunk": 100,
     "learner_chunk": 20, "eval_every_s": 1.0, "eval_episodes": 2,
     "target_return": None, "max_env_steps": None, "max_time_s": None})   # stepped by hand
 
@@ -91,30 +92,114 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
         resumed.close()
 
 
-def test_every_batch_the_learner_trains_on_has_largest_weight_one(ray_local):
-    """The learner splits nothing: each of a request's batches carries importance weights
-    normalised by its own largest (documented per batch; the old split of one big draw gave
-    each update a largest weight of 0.75 on average)."""
-    from course_lib.apex import Learner
-    from course_lib.param_server import ParameterServer
-    from course_lib.replay import ReplayActor, transition_spec
-
-    cfg = CFG.updated({"batch_size": 32, "sample_batches": 4, "prefetch": 2})
-    replay = ReplayActor.options(name="weights-replay").remote(
-        1_000, transition_spec((4,), n_step=True), seed=0)
-    params = ParameterServer.options(name="weights-params").remote()
-    rng = np.random.default_rng(0)
-    n = 300
+def stored_batch(n: int = 300, seed: int = 0) -> tuple[dict, np.ndarray]:
+    """n CartPole-shaped n-step transitions and their initial priorities."""
+    rng = np.random.default_rng(seed)
     batch = {"obs": rng.normal(size=(n, 4)).astype(np.float32), "action": rng.integers(0, 2, n),
              "reward": np.ones(n, np.float32), "next_obs": rng.normal(size=(n, 4)).astype(
                  np.float32), "terminated": np.zeros(n, bool),
              "discount": np.full(n, 0.97, np.float32)}
+    return batch, rng.uniform(0.01, 10.0, n)
+
+
+def replay_of(cfg) -> dict:
+    from course_lib.replay import transition_spec
+    return {"capacity": 1_000, "spec": transition_spec((4,), n_step=True), "seed": 0,
+            "alpha": cfg.priority_alpha}
+
+
+def test_the_learner_samples_its_own_buffer_and_writes_priorities_back(ray_local):
+    """Each batch the learner trains on carries importance weights normalised by its own
+    largest, and an update's new priorities land in the learner's buffer at the sampled
+    indices, with no Ray call between the buffer and the update."""
+    from course_lib.apex import Learner
+    from course_lib.param_server import ParameterServer
+
+    params = ParameterServer.options(name="weights-params").remote()
+    batch, priorities = stored_batch()
     try:
-        ray.get(replay.add.remote(batch, rng.uniform(0.01, 10.0, n)))
-        learner = Learner.__ray_actor_class__(cfg, (4, 2), "weights", None, 0)
-        seen = [learner.next_batch() for _ in range(12)]
+        learner = Learner.__ray_actor_class__(CFG, (4, 2), "weights", None, 0, replay_of(CFG))
+        assert learner.add(batch, priorities) == 300
+        seen = [learner.sample() for _ in range(12)]
+        trained = []                                  # (batch, info) of each update
+        update = learner.learner.update
+        learner.learner.update = lambda b: trained.append((b, update(b))) or trained[-1][1]
+        learner.train(5)
     finally:
-        ray.kill(replay)
         ray.kill(params)
     assert all(len(b["weights"]) == 32 for b in seen)
     assert [float(b["weights"].max()) for b in seen] == [1.0] * 12
+    assert learner.replay.stats()["sampled"] == 17 * 32        # 12 drawn here, 5 by train
+    buffer = learner.replay.buffer
+    last, info = trained[-1]
+    slots = np.asarray(last["indices"]) % buffer.capacity
+    np.testing.assert_allclose(buffer.tree.leaves(slots), buffer._to_q(info["priorities"]))
+
+
+def test_explorers_adds_land_while_the_learner_trains(ray_local):
+    """The learner actor runs `add` on its replay thread: an add sent after a long `train`
+    call returns before that call does, instead of queueing behind it."""
+    from course_lib.apex import Learner
+    from course_lib.param_server import ParameterServer
+
+    params = ParameterServer.options(name="busy-params").remote()
+    learner = Learner.remote(CFG, (4, 2), "busy", None, 0, replay_of(CFG))
+    batch, priorities = stored_batch()
+    try:
+        ray.get(learner.add.remote(batch, priorities))
+        training = learner.train.remote(3_000)          # seconds of updates
+        adding = learner.add.remote(batch, priorities)
+        [first], _ = ray.wait([training, adding], num_returns=1, timeout=120)
+        assert first == adding and ray.get(adding) == 600
+        assert ray.get(training, timeout=300)["updates"] == 3_000
+        assert ray.get(learner.replay_stats.remote())["inserted"] == 600
+    finally:
+        ray.kill(learner)
+        ray.kill(params)
+
+
+class Tagged(gym.Env):
+    """obs = (a tag drawn at each reset, the step within the episode); 6 steps an episode."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.tag, self.t = float(self.np_random.random()), 0
+        return np.array([self.tag, 0.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.tag, self.t], np.float32), 1.0, self.t == 6, False, {}
+
+
+def test_an_explorer_with_several_envs_keeps_each_envs_n_step_window_apart(ray_local):
+    """One forward pass acts in 3 envs; every stored transition starts and ends in the same
+    episode of the same env, n steps apart (fewer only at the episode's end)."""
+    from course_lib.apex import Explorer
+    from course_lib.dqn import DuelingQNet
+    from course_lib.nets import get_weights
+    from course_lib.param_server import ParameterServer
+    from course_lib.replay import ReplayActor, transition_spec
+
+    gym.register("Tagged-v0", entry_point=Tagged)
+    cfg = CFG.updated({"env_id": "Tagged-v0", "num_envs": 3, "n_step": 3, "send_every": 10})
+    replay = ReplayActor.options(name="tagged-learner").remote(   # stands in for the learner
+        1_000, transition_spec((2,), n_step=True), seed=0)
+    params = ParameterServer.options(name="tagged-params").remote()
+    try:
+        ray.get(params.push.remote(POLICY, get_weights(DuelingQNet(2, 2, tuple(cfg.hidden)))))
+        explorer = Explorer.__ray_actor_class__(0, cfg, "tagged", 0, epsilon=0.5)
+        out = explorer.run(60)
+        stored = ray.get(replay.sample.remote(50))
+    finally:
+        gym.registry.pop("Tagged-v0")
+        ray.kill(replay)
+        ray.kill(params)
+    assert out["env_steps"] == 60 and out["episode_returns"] == [6.0] * 9   # 20 steps per env
+    obs, next_obs = stored["obs"], stored["next_obs"]
+    assert (obs[:, 0] == next_obs[:, 0]).all()                     # same env, same episode
+    gap = next_obs[:, 1] - obs[:, 1]
+    assert ((gap == 3) | (next_obs[:, 1] == 6)).all() and (gap >= 1).all()
+    assert len(np.unique(obs[:, 0])) >= 6                          # 3 envs, several episodes

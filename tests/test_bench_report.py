@@ -360,22 +360,24 @@ def test_report_only_keeps_the_machine_of_the_run(tmp_path, monkeypatch):
     assert "results of an earlier run" in replay and "results of an earlier run" not in goal_holds
 
 
-def test_learner_profile_splits_the_main_thread_and_the_cores():
+def test_learner_profile_splits_the_train_thread_and_the_cores():
     profile = _bench_module("learner_profile")
-    main = "thread (0x1);<module> (default_worker.py:1);Worker.main_loop (ray/worker.py:9);"
+    main = "thread (0x1);Thread.run (threading.py:1);_ThreadPool.run (ray/worker.py:9);"
+    adds = "thread (0x2);Thread.run (threading.py:1);_ThreadPool.run (ray/worker.py:9);"
     raw = "\n".join([
         main + "LearnerActor.train (roles.py:205);DQNLearner.update (dqn/learner.py:241) 80",
-        main + "LearnerActor.train (roles.py:203);LearnerActor.next_batch (roles.py:190);"
-               "ActorMethod.remote (ray/actor.py:12) 10",
-        main + "LearnerActor.train (roles.py:203);LearnerActor.next_batch (roles.py:192);"
-               "wait (ray/worker.py:30) 5",
-        main + "Worker.main_loop (ray/worker.py:99) 5",             # between two tasks
-        "thread (0x2);Thread.run (threading.py:1);Event.wait (threading.py:2) 100",  # not main
+        main + "LearnerActor.train (roles.py:203);LearnerActor.sample (roles.py:231);"
+               "ReplayServer.sample (replay/server.py:42) 10",
+        main + "LearnerActor.train (roles.py:208);LearnerActor.publish (roles.py:226);"
+               "ActorMethod.remote (ray/actor.py:12) 5",
+        main + "_ThreadPool.run (ray/worker.py:99) 5",              # between two tasks
+        adds + "LearnerActor.add (roles.py:219);ReplayServer.add (replay/server.py:30) 60",
+        "thread (0x3);Thread.run (threading.py:1);Event.wait (threading.py:2) 100",  # Ray's
     ])
-    assert profile.main_thread_split(raw) == {
-        "update (torch)": 0.8, "Ray calls: sample, priorities": 0.1,
-        "waiting for a sample": 0.05, "between tasks (idle)": 0.05}
-    assert profile.main_thread_split("") == {}
+    assert profile.train_thread_split(raw) == {
+        "update (torch)": 0.8, "sampling its replay buffer": 0.1, "publishing weights": 0.05,
+        "between tasks (idle)": 0.05}
+    assert profile.train_thread_split("") == {}
     before = {1: ("ray::Learner.train", 10.0), 2: ("ray::Explorer", 4.0), 3: ("raylet", 1.0)}
     after = {1: ("ray::Learner.train", 18.0), 2: ("ray::Explorer", 8.0), 3: ("raylet", 1.5),
              4: ("ray::Explorer", 2.0)}                           # started in the window

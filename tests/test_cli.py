@@ -367,7 +367,7 @@ def run_cli(*args, env=None, timeout=240):
     (["train", "--algo", "ppo"], "unknown algorithm 'ppo'"),
     (["evaluate", "/nonexistent/checkpoint"], "no checkpoint at"),
     (["train", "--config", '{"gamma": "high"}'], "'gamma' must be float"),  # loads torch
-    (["train", "--config", '{"prefetch": 0}'], "'prefetch' must be >= 1, got 0"),
+    (["train", "--config", '{"send_every": 0}'], "'send_every' must be >= 1, got 0"),
 ], ids=["algo", "checkpoint", "config", "range"])
 def test_errors_through_python_m(args, message):
     proc = run_cli(*args)

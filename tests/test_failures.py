@@ -15,11 +15,12 @@ from course_lib.apex import ApexConfig, ApexTrainer, Learner, train_apex
 from course_lib.dqn import DQNConfig, DQNTrainer
 from course_lib.failures import PartFailedError, StartError
 from course_lib.results import OutOfTime, run_training
+from course_lib.roles import remote_learner
 from course_lib.trainer import Trainer, TrainerConfig
 
 TINY_APEX = ApexConfig.preset(quick=True).updated({
     "num_workers": 1, "hidden": (16,), "learning_starts": 200, "batch_size": 16,
-    "sample_batches": 2, "worker_chunk": 100, "learner_chunk": 20, "eval_every_s": 0.5,
+    "worker_chunk": 100, "learner_chunk": 20, "eval_every_s": 0.5,
     "eval_episodes": 1, "confirm_episodes": 0, "target_return": None, "max_env_steps": None,
     "max_time_s": 300.0})
 
@@ -166,7 +167,7 @@ def by_value():
 
 
 def test_the_driver_stops_waiting_for_an_evaluation_at_max_time_s(ray_local, by_value):
-    cfg = TINY_APEX.updated({"max_time_s": 20.0})
+    cfg = TINY_APEX.updated({"max_time_s": 45.0})   # a first evaluation fits on a busy machine
     result = run_training(HangingEvaluationApex(cfg), cfg)
     assert result.stopped_by == "time_s" and "dropped" in result.note
     assert all(len(row) for row in result.history) and result.weights
@@ -226,17 +227,19 @@ def test_a_failed_start_frees_every_actor_and_the_next_run_finishes(ray_local):
 # A failure names the actor at fault
 # ---------------------------------------------------------------------------------------------
 
-def test_a_dead_replay_actor_is_named_as_such(ray_local):
+def test_a_dead_learner_is_named_as_such(ray_local):
+    """The explorers' adds fail too (the learner holds the replay buffer), but the message
+    names the learner, the actor at fault."""
     trainer = ApexTrainer(TINY_APEX)
     try:
         trainer.step()
-        ray.kill(trainer.replay)
+        ray.kill(trainer.learner)
         with pytest.raises(PartFailedError) as info:
             for _ in range(30):
                 trainer.step()
     finally:
         trainer.close()
-    assert str(info.value).startswith("the replay actor died: ")
+    assert str(info.value).startswith("the learner died: ")
     assert "\n" not in str(info.value)
 
 
@@ -246,10 +249,10 @@ class NegativePriorityLearner(Learner.__ray_actor_class__):
 
 
 class NegativePriorityApex(ApexTrainer):
-    Learner = ray.remote(NegativePriorityLearner)
+    Learner = remote_learner(NegativePriorityLearner)
 
 
-def test_a_failing_unawaited_update_priorities_surfaces(ray_local, by_value):
+def test_a_failing_priority_update_ends_the_run_naming_the_learner(ray_local, by_value):
     trainer = NegativePriorityApex(TINY_APEX)
     try:
         with pytest.raises(PartFailedError) as info:
@@ -258,21 +261,50 @@ def test_a_failing_unawaited_update_priorities_surfaces(ray_local, by_value):
     finally:
         trainer.close()
     message = str(info.value)
-    assert message.startswith("learner failed: ") and "replay.update_priorities" in message
+    assert message.startswith("learner failed: ")
     assert "priorities must be >= 0" in message and "\n" not in message
+
+
+class ShapeShiftingLearner(Learner.__ray_actor_class__):
+    """Publishes weights of another layout after its first publish: the parameter server
+    refuses them, in a call the learner does not wait for."""
+
+    def publish(self):
+        weights = self.learner.get_weights()
+        if getattr(self, "published", False):
+            weights = {**weights, "extra": np.zeros(3, np.float32)}
+        self.published = True
+        return self.params.push.remote("policy", weights)
+
+
+class ShapeShiftingApex(ApexTrainer):
+    Learner = remote_learner(ShapeShiftingLearner)
+
+
+def test_a_failing_unawaited_publish_surfaces_naming_the_call(ray_local, by_value):
+    trainer = ShapeShiftingApex(TINY_APEX)
+    try:
+        with pytest.raises(PartFailedError) as info:
+            for _ in range(60):
+                trainer.step()
+    finally:
+        trainer.close()
+    message = str(info.value)
+    assert message.startswith("learner failed: ") and "params.push (publish)" in message
+    assert "not awaited" in message and "\n" not in message
 
 
 def test_a_crash_has_its_own_exit_status_and_one_line(tmp_path, monkeypatch, capsys):
     algorithm = cli.load_algorithm("dqn")
 
     def crash(*args, **kwargs):
-        raise PartFailedError("the replay actor died: killed")
+        raise PartFailedError("the learner died: killed")
 
     monkeypatch.setattr(cli, "load_algorithm", lambda name: algorithm._replace(train=crash))
     code = cli.main(["train", "--algo", "dqn", "--quiet", "--results-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == cli.EXIT_CRASHED == 4 and code not in (cli.EXIT_BUDGET, cli.EXIT_USAGE)
-    assert err.startswith("error: the replay actor died: killed; results so far in ")
+    assert err.startswith("error: the learner died: killed; results so far in ")
     assert err.count("\n") == 1
     assert "PartFailedError" in next(tmp_path.glob("*/error.txt")).read_text()
 

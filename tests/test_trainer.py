@@ -56,10 +56,10 @@ def test_updates_due_owes_nothing_for_the_transitions_that_fill_the_buffer():
                                                 (ApexConfig(learning_starts=1_000,
                                                             batch_size=256), 16)])
 def test_the_first_update_is_owed_right_after_learning_starts(config, per_update):
-    """Not after max(learning_starts, batch_size x sample_batches) = 2,048 transitions:
-    a request's batches are drawn one by one, so one batch stored is enough to sample."""
+    """Not after 2,048 transitions (batch_size x 8, the batches one sample request used to
+    fetch): the learner draws each batch on its own, so one batch stored is enough."""
     cfg = config
-    assert cfg.batch_size * cfg.sample_batches > 1_000
+    assert cfg.batch_size * 8 > 1_000
     trainer = Stub(cfg)
     trainer.updates_per_transition = 1 / per_update     # SAC: utd 1; Ape-X: 16 / 256
     trainer.counters["inserted"] = 1_000
@@ -135,7 +135,7 @@ def test_dqn_saves_and_returns_exactly_the_weights_it_scored():
 
 TINY_APEX = ApexConfig.preset(quick=True).updated({
     "num_workers": 1, "hidden": (32,), "learning_starts": 200, "batch_size": 32,
-    "sample_batches": 2, "worker_chunk": 100, "learner_chunk": 20, "eval_every_s": 0.5,
+    "worker_chunk": 100, "learner_chunk": 20, "eval_every_s": 0.5,
     "eval_episodes": 3, "confirm_episodes": 5, "max_env_steps": None, "max_time_s": 120.0})
 
 
@@ -169,13 +169,13 @@ def test_a_worker_never_acts_without_the_learners_weights(ray_local):
     """The learner's first publish is awaited before any worker starts; a worker that finds
     no weights refuses to start instead of acting on its own random network."""
     server = ParameterServer.options(name="nothing-params").remote()
-    replay = ray.remote(object).options(name="nothing-replay").remote()
+    learner = ray.remote(object).options(name="nothing-learner").remote()
     try:
         with pytest.raises(RuntimeError, match="before the learner published"):
             apex.Explorer.__ray_actor_class__(0, TINY_APEX, "nothing", 0, epsilon=0.1)
     finally:
         ray.kill(server)
-        ray.kill(replay)
+        ray.kill(learner)
 
 
 def bare_apex() -> ApexTrainer:
@@ -195,7 +195,7 @@ def book(trainer, i, inserted, restarts=0):
 
 
 def test_inserted_transitions_are_counted_where_they_land(ray_local):
-    """The driver takes the replay actor's own count, which a lost or resent chunk cannot
+    """The driver takes the replay buffer's own count, which a lost or resent chunk cannot
     inflate or lose; results that arrive out of order never lower it; and it never exceeds
     the env steps counted (each transition is one env step's): transitions of another
     worker's chunk, or of a chunk lost in a crash, land before their env steps are booked."""
@@ -367,14 +367,14 @@ def test_a_row_is_one_moment_its_counters_and_the_training_that_led_to_it():
 
 CANNOT_WORK = [  # (config, key, value, allowed)
     (ApexConfig, "max_lag_updates", -1, ">= 0"), (ApexConfig, "publish_every", 0, ">= 1"),
-    (sac.SACConfig, "learner_chunk", 0, ">= 1"), (ApexConfig, "prefetch", 0, ">= 1"),
+    (sac.SACConfig, "learner_chunk", 0, ">= 1"), (ApexConfig, "send_every", 0, ">= 1"),
     (DQNConfig, "steps_per_iteration", 0, ">= 1"), (DQNConfig, "target_update_every", 0, ">= 1"),
     (ApexConfig, "target_update_every", 0, ">= 1"), (DQNConfig, "gamma", 1.5, "[0, 1]"),
     (sac.SACConfig, "gamma", -0.1, "[0, 1]"), (ApexConfig, "n_step", 0, ">= 1"),
     (DQNConfig, "eval_episodes", 0, ">= 1"), (sac.SACConfig, "tau", 0.0, "(0, 1]"),
     (sac.SACConfig, "tau", 1.5, "(0, 1]"), (ApexConfig, "worker_chunk", 0, ">= 1"),
     (sac.SACConfig, "send_every", 0, ">= 1"), (ApexConfig, "pull_every", 0, ">= 1"),
-    (ApexConfig, "sample_batches", 0, ">= 1"), (DQNConfig, "batch_size", 0, ">= 1"),
+    (ApexConfig, "learner_chunk", 0, ">= 1"), (DQNConfig, "batch_size", 0, ">= 1"),
     (sac.SACConfig, "buffer_size", 0, ">= 1"), (DQNConfig, "lr", 0.0, "> 0"),
     (sac.SACConfig, "lr", float("nan"), "> 0"), (ApexConfig, "eps", 1.5, "[0, 1]"),
     (DQNConfig, "eps_end", -0.1, "[0, 1]"), (ApexConfig, "priority_alpha", -1.0, "[0, 1]"),

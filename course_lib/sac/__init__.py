@@ -1,9 +1,9 @@
 """Soft actor-critic (Haarnoja et al. 2018), split across Ray actors the way practitioners run it.
 
-    rollout workers (N actors)      replay (1 actor)          learner (1 actor, GPU if any)
-    env + own copy of the policy --> uniform buffer --sample--> SACLearner.update
-    random actions first, then        batches of ~50            twin Q, Polyak targets,
-    a ~ pi(.|s)                                                 automatic entropy tuning
+    rollout workers (N actors)           learner (1 actor, GPU if any)
+    env + own copy of the policy --add--> uniform buffer --sample--> SACLearner.update
+    random actions first, then   batches  (its replay thread)        twin Q, Polyak targets,
+    a ~ pi(.|s)                  of ~50                              automatic entropy tuning
           ^                                                            |
           +-- pull at episode end and every K steps <-- parameter server <-- push every N
                                  evaluator (1 actor): deterministic episodes of a snapshot
@@ -22,8 +22,8 @@ The maths, one small function each (tests and notebook 06 call exactly these):
 A time-limit end (`truncated`) is NOT a terminal state: the target still bootstraps from s'.
 
 The roles, each a Ray actor, fill in the shared bases of `course_lib.roles`: `RolloutWorker`
-and `Learner` (wraps `SACLearner`, a plain class that tests use without Ray); the evaluator,
-the replay actor (uniform here) and the parameter server are the shared ones. `SACTrainer` is
+and `Learner` (wraps `SACLearner`, a plain class that tests use without Ray, and holds the
+uniform replay buffer); the evaluator and the parameter server are the shared ones. `SACTrainer` is
 the driver (`course_lib.distributed`): it hands out chunks of work and holds the
 update-to-data ratio (learner updates per env step) at `utd_ratio`.
 

@@ -18,7 +18,7 @@ from course_lib.distributed import DistributedConfig, DistributedTrainer
 from course_lib.envs import check_finite, env_dims, evaluate_policy, make_env
 from course_lib.replay.uniform import transition_spec
 from course_lib.results import Algorithm
-from course_lib.roles import LearnerActor, Worker
+from course_lib.roles import LearnerActor, Worker, remote_learner
 from course_lib.sac.learner import SACLearner, SquashedGaussianActor, make_learner, scale_action
 from course_lib.trainer import train_with
 
@@ -97,7 +97,8 @@ class RolloutWorker(Worker):
     def __init__(self, index: int, cfg: SACConfig, prefix: str, seed: int, random_steps: int):
         super().__init__(index, cfg, prefix, seed)
         self.random_steps = 0 if self.restarted else random_steps
-        self.low, self.high = self.env.action_space.low, self.env.action_space.high
+        space = self.envs.envs[0].action_space
+        self.low, self.high = space.low, space.high
 
     def make_net(self, obs_dim: int, act_dim: int) -> SquashedGaussianActor:
         self.act_dim = act_dim
@@ -105,27 +106,27 @@ class RolloutWorker(Worker):
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         if self.steps < self.random_steps:
-            action = self.rng.uniform(-1.0, 1.0, self.act_dim).astype(np.float32)
+            actions = self.rng.uniform(-1.0, 1.0, (len(obs), self.act_dim)).astype(np.float32)
         else:
-            action = self.net.act(obs[None])[0]
-        check_finite(action, "action", self.cfg.env_id, self.steps)
-        return action
+            actions = self.net.act(obs)
+        check_finite(actions, "action", self.cfg.env_id, self.steps)
+        return actions
 
     def env_action(self, action: np.ndarray) -> np.ndarray:
         return scale_action(action, self.low, self.high)
 
-    def transitions(self, obs, action, reward, next_obs, terminated, truncated) -> list[dict]:
+    def transitions(self, env, obs, action, reward, next_obs, terminated, truncated) -> list[dict]:
         check_finite(reward, "reward", self.cfg.env_id, self.steps)
         # a time-limit end is not terminal: only `terminated` is stored
         return [{"obs": obs, "action": action, "reward": reward, "next_obs": next_obs,
                  "terminated": terminated}]
 
 
-@ray.remote
+@remote_learner
 class Learner(LearnerActor):
-    """A SACLearner on uniform batches. Ask Ray for a GPU (`Learner.options(num_gpus=1)`) and
-    the SACLearner finds it through `torch.cuda.is_available()`; without one it trains on the
-    CPU."""
+    """A SACLearner on uniform batches from the buffer it holds. Ask Ray for a GPU
+    (`Learner.options(num_gpus=1)`) and the SACLearner finds it through
+    `torch.cuda.is_available()`; without one it trains on the CPU."""
 
     def make_learner(self, cfg: SACConfig, obs_dim: int, act_dim: int) -> SACLearner:
         return make_learner(cfg, obs_dim, act_dim)
