@@ -19,7 +19,7 @@ LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WHEELHOUSE ?=
 PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: help install lab test unit nbval lint notebooks student slides wheelhouse chromium bench clean
+.PHONY: help install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench clean
 
 help:
 	@echo "make lab        set up (first time: notebooks + RLlib) and open your workshop/ folder"
@@ -30,7 +30,7 @@ help:
 	@echo "make student    the attendee edition (solutions collapsed, not run) in build/student"
 	@echo "make slides     instructor decks: build/slides/*.html (offline) and *.pdf"
 	@echo "make wheelhouse every wheel the workshop needs in wheelhouse/ (USB stick install)"
-	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests)"
+	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests; may sudo)"
 	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 
 # Python 3.11, 3.12 or 3.13 (requires-python in pyproject.toml).
@@ -53,8 +53,11 @@ install: $(STAMP)
 
 # workshop/ is the attendee edition (no solutions to run by accident), made on the first
 # `make lab` and never overwritten: your edits stay. notebooks/ is the instructor edition.
-lab: $(LAB_STAMP)
+# `make lab-setup` does all but open JupyterLab (the devcontainer's set-up step).
+lab-setup: $(LAB_STAMP)
 	$(BIN)/python scripts/notebooks.py workshop --dir workshop
+
+lab: lab-setup
 	$(BIN)/jupyter lab $(LAB_ARGS) workshop/
 
 .PHONY: workshop-refresh
@@ -62,8 +65,10 @@ workshop-refresh: $(LAB_STAMP)
 	$(BIN)/python scripts/notebooks.py workshop --dir workshop --refresh
 
 # The test command: quick mode, each pytest run with its own Ray temp dir (see conftest.py).
-# The browser tests (decks, JupyterLab) need Chromium: `make chromium` installs it if missing.
-test: $(STAMP) chromium
+# The browser tests (decks, JupyterLab) need Chromium and skip without it: `make chromium`
+# installs it (through sudo if need be), a step of its own so that `make test` never asks for
+# a password; .ci/run does both.
+test: $(STAMP)
 	$(BIN)/ruff check .
 	COURSE_QUICK=1 $(BIN)/python -m pytest
 	COURSE_QUICK=1 $(BIN)/python -m pytest --nbval notebooks/
@@ -83,7 +88,8 @@ notebooks: $(STAMP)
 student: $(STAMP)
 	$(BIN)/python scripts/notebooks.py student --out build/student
 
-slides: $(STAMP) chromium
+# The PDFs need Chromium: `make chromium` first (the build says so when it is missing).
+slides: $(STAMP)
 	$(BIN)/python scripts/slides.py build --out build/slides
 
 # Debian/Ubuntu: apt-get install chromium, as root or through sudo, only when it is missing.
