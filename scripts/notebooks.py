@@ -61,7 +61,8 @@ def execute(path: Path, timeout_s: int = 3600) -> float:
 
 REVEAL_NOTE = """
 
-> **Attendee edition.** Each exercise is a cell with a `TODO`, followed by a check cell that shows
+> **Attendee edition.** Each exercise is a cell with a `TODO` (in a "Find the bug" exercise, code
+> with one planted fault to find and fix), followed by a check cell that shows
 > ✅, or ❌ with what is wrong and a hint; the cells after it use `course_lib`'s own version, so
 > Run All goes on past an unfinished exercise. Stuck? Under each check, click **▶ Solution** to
 > unfold the worked answer, then type or copy it into the exercise cell and run the check again."""

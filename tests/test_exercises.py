@@ -253,3 +253,92 @@ def test_systems_checker_names_the_typical_mistake(ray_local, request, mistake):
     args = [request.getfixturevalue("job_client")] if name == "submit_with_env" else []
     result = getattr(exercises, checker)(namespace[name], *args)
     assert not result.passed and words in result.message, repr(result)
+
+
+# Answers that passed an earlier checker without doing what the exercise asks (issue 27):
+# (checker, answer's name, words its ❌ message must contain, source).
+LOOPHOLES = {
+    "squares_without_ray": ("check_fast_sum_of_squares", "fast_sum_of_squares", "without Ray",
+                            '''
+def fast_sum_of_squares(square, xs):
+    return sum(x * x for x in xs)
+'''),
+    "chain_of_adds": ("check_tree_sum", "tree_sum", "a chain", '''
+@ray.remote
+def add(a, b):
+    return a + b
+
+
+def tree_sum(refs):
+    total = refs[0]
+    for ref in refs[1:]:
+        total = add.remote(total, ref)
+    return total
+'''),
+    "unused_put": ("check_collect", "collect", "by value", '''
+from course_lib.nets import get_weights
+
+
+def collect(workers, policy, steps):
+    ray.put(get_weights(policy))
+    return ray.get([w.sample.remote(get_weights(policy), steps) for w in workers])
+'''),
+    "nan_as_zero": ("check_time_to_goal", "time_to_goal", "nan", '''
+import numpy as np
+
+
+def time_to_goal(history, goal):
+    for row in history:
+        if np.nan_to_num(row["eval_return"]) >= goal:
+            return row["time_s"], row["env_steps"]
+    return None
+'''),
+}
+
+
+@pytest.mark.parametrize("loophole", list(LOOPHOLES))
+def test_checker_closes_the_loophole(ray_local, loophole):
+    checker, name, words, source = LOOPHOLES[loophole]
+    namespace: dict = {"ray": ray_local}
+    exec(source, namespace)
+    result = getattr(exercises, checker)(namespace[name])
+    assert not result.passed and words in result.message, repr(result)
+
+
+# Find the bug (Spinning Up's problem set 2): the exercise cell is working code with one planted
+# fault. Its checker must fail it on the symptom the fault causes (words in the ❌ message), not
+# on an error, and pass the fixed code of the solution cell.
+FIND_THE_BUG = {
+    "check_mean_return": "one after the other",
+    "check_fragment_returns": "truncated by its time limit",
+    "check_prefetched_weights": "kept returning version 1",
+    "check_learner_loop": "the one sampled next",
+}
+
+
+def find_the_bug_groups():
+    for path in NOTEBOOKS:
+        code = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        for i, cell in enumerate(code):
+            if "check" in cell.metadata.get("tags", []):
+                name = re.search(r"exercises\.(check_\w+)\(", cell.source).group(1)
+                if name in FIND_THE_BUG:
+                    yield pytest.param(name, code[i - 2].source, code[i - 1].source, cell.source,
+                                       id=name)
+
+
+def test_every_find_the_bug_checker_has_its_cells():
+    assert sorted(p.id for p in find_the_bug_groups()) == sorted(FIND_THE_BUG)
+
+
+@pytest.mark.parametrize("name,buggy,fixed,check", list(find_the_bug_groups()))
+def test_find_the_bug_fails_on_the_symptom_and_passes_the_fix(ray_local, name, buggy, fixed,
+                                                              check):
+    namespace: dict = {"exercises": exercises}
+    exec(buggy, namespace)
+    result = run_check(check, namespace)
+    assert not result.passed and FIND_THE_BUG[name] in result.message, repr(result)
+    assert "raised" not in result.message          # the planted fault runs: it is not an error
+    exec(fixed, namespace)
+    result = run_check(check, namespace)
+    assert result.passed, repr(result)

@@ -1,11 +1,12 @@
 """Checkers for the notebook exercises.
 
-Convention (every notebook): an exercise cell tagged `exercise` holds a TODO stub; a hidden cell
-tagged `solution` holds the worked answer; a cell tagged `check` calls one `check_...` function
+Convention (every notebook): an exercise cell tagged `exercise` holds a TODO stub, or, in a
+"find the bug" exercise, working code with one planted fault; a hidden cell tagged `solution`
+holds the worked answer; a cell tagged `check` calls one `check_...` function
 below. The attendee edition (scripts/notebooks.py) turns each solution into a collapsed Markdown
 block after its check, so Run All never runs it.
 
-A checker tests behaviour (results, ordering, calls made, time taken), never source text, and
+A checker tests behaviour (results, ordering, calls made, when tasks ran), never source text, and
 never raises: it returns a `CheckResult` that shows as a green tick, or as a red cross with what
 is wrong and a hint. Each is declared once with `@checker(notebook, exercise, success)` and
 listed in `CHECKERS`, notebook by notebook.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import ray
@@ -25,6 +26,36 @@ def check_tree_sum(tree_sum):
             raise _Failed(f"for inputs 0..{n - 1} the sum came out as {ray.get(out)}, "
                           f"expected {sum(range(n))}.",
                           "With an odd count, carry the last reference to the next round.")
+    refs = [ray.put(_Leveled(i)) for i in range(8)]
+    with _forbid_ray_get("Pass ObjectRefs straight into add.remote(...)."):
+        out = tree_sum(refs)
+    total = ray.get(out)
+    if getattr(total, "levels", 0) > 3:
+        raise _Failed(f"for 8 inputs the sum went through {total.levels} additions in a row, "
+                      "each waiting for the one before: a chain, where a tree needs 3.",
+                      "Add the inputs in pairs, then the pairs' sums in pairs: 8 inputs need "
+                      "3 rounds.")
+
+
+class _Leveled:
+    """A number that counts the levels of additions that built it: `a + b` is one level above
+    the deeper of `a` and `b`. Summed by add tasks, it measures the depth of their tree."""
+
+    def __init__(self, value, levels: int = 0):
+        self.value, self.levels = value, levels
+
+    def __add__(self, other):
+        if isinstance(other, _Leveled):
+            return _Leveled(self.value + other.value, max(self.levels, other.levels) + 1)
+        return _Leveled(self.value + other, self.levels)     # sum()'s start value: no level
+
+    __radd__ = __add__
+
+    def __eq__(self, other):
+        return self.value == getattr(other, "value", other)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 @ray.remote
@@ -66,31 +97,79 @@ def check_running_mean(actor_class):
                       "Keep the count and the total in self, set in __init__.")
 
 
+@ray.remote(num_cpus=0)
+class _SpanLog:
+    """When each checked task ran, (start, end) by its own clock, in the order they finished."""
+
+    def __init__(self):
+        self.spans: list[tuple[float, float] | None] = []
+
+    def record(self, span: tuple[float, float] | None) -> None:
+        self.spans.append(span)
+
+    def all(self) -> list[tuple[float, float] | None]:
+        return self.spans
+
+
 @ray.remote
-def _slow_square(x: int) -> int:
-    time.sleep(0.4)
-    return x * x
+def _logged_sleep(log, seconds: float, value):
+    start = time.time()
+    time.sleep(seconds)
+    ray.get(log.record.remote((start, time.time())))     # logged before it returns
+    return value
+
+
+class _LoggedTask:
+    """A stand-in for a remote function: `.remote(x)` starts a task that sleeps `seconds` and
+    returns `fn(x)`, and logs when it ran, so a checker can tell whether
+    the tasks ran at all, and side by side."""
+
+    def __init__(self, fn, seconds: float):
+        self.fn, self.seconds, self.log = fn, seconds, _SpanLog.remote()
+        ray.get([_logged_sleep.remote(self.log, 0.2, None) for _ in range(2)])  # warm workers
+        ray.get(self.log.record.remote(None))                  # marks the warm-up's end
+
+    def remote(self, x):
+        return _logged_sleep.remote(self.log, self.seconds, self.fn(x))
+
+    def spans(self) -> list[tuple[float, float]]:
+        logged = ray.get(self.log.all.remote())
+        ray.kill(self.log)
+        return logged[logged.index(None) + 1:]
+
+
+def _require_side_by_side(task: _LoggedTask, count: int, what: str, hint: str) -> None:
+    """_Failed unless `count` tasks of `task` ran, at least two of them at the same time when
+    Ray has two CPUs or more (evidence from the tasks' own clocks, not from how long the
+    caller took, so a busy machine cannot fail a right answer)."""
+    spans = sorted(task.spans())
+    if len(spans) < count:
+        raise _Failed(f"{len(spans)} of the {count} {what} ran as Ray tasks; the others were "
+                      "computed without Ray.",
+                      "Call the remote function's .remote(...) once per item, so that each "
+                      "runs as a task.")
+    overlapped = any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
+    if int(ray.cluster_resources().get("CPU", 1)) >= 2 and not overlapped:
+        raise _Failed(f"the {count} {what} ran one after the other: each started only after "
+                      "the one before it had finished.", hint)
 
 
 @checker(1, "fast_sum_of_squares",
          "every task submitted before one ray.get: they ran side by side.")
 def check_fast_sum_of_squares(fast_sum_of_squares):
-    """fast_sum_of_squares(square, xs) must give sum(x^2) with one ray.get, and be measurably
-    faster than submitting and waiting one task at a time (the time is measured, with a margin
-    for a busy machine)."""
+    """fast_sum_of_squares(square, xs) must give sum(x^2) with one ray.get, computed by tasks
+    of `square` that ran side by side (their logged start and end times overlap)."""
     xs = list(range(6))
+    square = _LoggedTask(lambda x: x * x, 0.4)
     gets, original_get = [], ray.get
 
     def counting_get(*args, **kwargs):
         gets.append(args)
         return original_get(*args, **kwargs)
 
-    original_get([_slow_square.remote(0) for _ in range(2)])       # start the workers first
     ray.get = counting_get
     try:
-        start = time.perf_counter()
-        total = fast_sum_of_squares(_slow_square, xs)
-        seconds = time.perf_counter() - start
+        total = fast_sum_of_squares(square, xs)
     finally:
         ray.get = original_get
     if total != sum(x * x for x in xs):
@@ -100,9 +179,19 @@ def check_fast_sum_of_squares(fast_sum_of_squares):
         raise _Failed(f"it called ray.get {len(gets)} times: a ray.get in a loop.",
                       "Submit every task first (a list of square.remote(x)), then call ray.get "
                       "once on the whole list.")
-    sequential = 0.4 * len(xs)
-    cpus = int(ray.cluster_resources().get("CPU", 1))
-    if cpus >= 2 and seconds > 0.75 * sequential:
-        raise _Failed(f"it took {seconds:.1f} s for six 0.4-second tasks on {cpus} CPUs: one "
-                      f"after the other ({sequential:.1f} s).",
-                      "Create all the futures before you wait for any of them.")
+    _require_side_by_side(square, len(xs), "squares",
+                          "Create all the futures before you wait for any of them.")
+
+
+@checker(1, "mean_return", "the episodes ran side by side, one ray.get for all of them.")
+def check_mean_return(mean_return):
+    """Find the bug: mean_return(play, seeds) must return the mean of play(seed) over the
+    seeds, the episodes played as tasks that ran side by side."""
+    play = _LoggedTask(lambda seed: 10.0 * seed, 0.3)
+    got = mean_return(play, range(6))
+    if got != 25.0:
+        raise _Failed(f"for returns 0, 10, ..., 50 it gave {got!r}, expected 25.0.",
+                      "Average the values that ray.get returns.")
+    _require_side_by_side(play, 6, "episodes",
+                          "Read it as the driver runs it: where does it wait, and how many "
+                          "times? Every episode should be submitted before the first wait.")

@@ -30,29 +30,48 @@ def check_reward_to_go(reward_to_go):
                   "Loop t from the last step backwards: G_t = r_t + gamma * G_{t+1}.")
 
 
+class _RecordedMethod:
+    """An actor method that records the arguments of each `.remote(...)` call, then makes it."""
+
+    def __init__(self, method, calls: list):
+        self.method, self.calls = method, calls
+
+    def remote(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        return self.method.remote(*args, **kwargs)
+
+
+class _RecordedSampler:
+    """A rollout worker's handle whose `sample` calls are recorded into `calls`."""
+
+    def __init__(self, actor, calls: list):
+        self.sample = _RecordedMethod(actor.sample, calls)
+
+
 @checker(2, "collect",
          "one ray.put, one batch per worker.")
 def check_collect(collect):
-    """collect(workers, policy, steps) must ray.put the weights once and sample on every worker."""
+    """collect(workers, policy, steps) must ray.put the weights once and hand that one
+    reference to every worker's sample call."""
     import gymnasium as gym
 
     from course_lib import pg
 
-    workers = [pg.EpisodeSampler.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
+    actors = [pg.EpisodeSampler.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
     policy = pg.make_policy(gym.make("CartPole-v1"), (16,))
-    puts, original_put = [], ray.put
+    puts, calls, original_put = [], [], ray.put
 
     def counting_put(value, *args, **kwargs):
-        puts.append(value)
-        return original_put(value, *args, **kwargs)
+        puts.append(original_put(value, *args, **kwargs))
+        return puts[-1]
 
     ray.put = counting_put
     try:
-        batches = collect(workers, policy, 20)
+        batches = collect([_RecordedSampler(a, calls) for a in actors], policy, 20)
     finally:
         ray.put = original_put
-        for w in workers:
-            ray.kill(w)
+        for actor in actors:
+            ray.kill(actor)
     if not isinstance(batches, list) or len(batches) != 2:
         raise _Failed(f"it returned {type(batches).__name__}, expected a list of 2 batches.",
                       "ray.get a list of worker.sample.remote(...) references.")
@@ -63,6 +82,11 @@ def check_collect(collect):
         raise _Failed(f"it called ray.put {len(puts)} times; the weights should go into the "
                       "object store once.",
                       "Call ray.put(get_weights(policy)) once, before the loop over workers.")
+    sent = [args[0] if args else kwargs.get("weights") for args, kwargs in calls]
+    if any(weights is not puts[0] for weights in sent):
+        raise _Failed("it passed the weights to sample.remote by value, not the reference "
+                      "from ray.put: Ray serialised them again for every worker.",
+                      "Hand weights_ref, what ray.put returned, to every sample.remote call.")
 
 
 @ray.remote(num_cpus=0)
@@ -133,3 +157,32 @@ def check_async_batches(async_batches):
                       "slow one for 6 batches: more than one request in flight per worker.",
                       "Keep a dict {reference: worker}; submit one new request to a worker only "
                       "after you took its batch.")
+
+
+@checker(2, "fragment_returns", "a time limit bootstraps from the critic, a fall ends the sum.")
+def check_fragment_returns(fragment_returns):
+    """Find the bug: fragment_returns(rewards, terminated, truncated, next_values, gamma) over
+    a fragment holding a terminated episode, a truncated one, and one cut off by the
+    fragment's end: only the terminated one ends its sum with zero."""
+    import numpy as np
+
+    rewards = np.ones(6, np.float32)
+    terminated = np.array([0, 0, 0, 1, 0, 0], bool)
+    truncated = np.array([0, 0, 1, 0, 0, 0], bool)          # step 2 hit the time limit
+    next_values = np.array([1.0, 2.0, 8.0, 3.0, 5.0, 4.0], np.float32)
+    expected = np.array([2.75, 3.5, 5.0, 1.0, 2.5, 3.0])
+    got = np.asarray(fragment_returns(rewards, terminated, truncated, next_values, 0.5),
+                     dtype=float)
+    if got.shape != expected.shape:
+        raise _Failed(f"it returned shape {got.shape}, expected {expected.shape}.",
+                      "Return one value per step.")
+    if np.isclose(got[2], 1.0):
+        raise _Failed("at step 2 the episode was truncated by its time limit, and its return "
+                      "came out as 1.0 = r_2 alone, as if the pole had fallen there; expected "
+                      "5.0 = r_2 + 0.5 * V(s_3) = 1 + 0.5 * 8.",
+                      "terminated and truncated both end an episode, but only one ends the "
+                      "task. What should the sum go on with after a time limit?")
+    require_close(got, expected, f"for the fragment in the checker it gave {np.round(got, 3)}, "
+                  f"expected {expected}.",
+                  "Walk backwards: restart at zero after a termination, at next_values[t] "
+                  "after a truncation, and at next_values[-1] at the fragment's end.")

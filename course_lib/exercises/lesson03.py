@@ -87,3 +87,71 @@ def check_versioned_weights(server_class):
                           "weights.", "Compare known_version with the current version.")
     finally:
         ray.kill(server)
+
+
+def _poll(latest, wanted=None, polls: int = 150, pause_s: float = 0.02) -> bool:
+    """Call latest() until it returns weights whose "w" equals `wanted` (then True), at most
+    `polls` times, pausing in between (with wanted=None: all `polls` times, then False)."""
+    import time
+
+    import numpy as np
+
+    for _ in range(polls):
+        weights = latest()
+        if wanted is not None and weights is not None and np.array_equal(weights["w"], wanted):
+            return True
+        time.sleep(pause_s)
+    return False
+
+
+@ray.remote(num_cpus=0)
+class _CountingServer:
+    """A ParameterServer that counts the pulls it answered with weights (copies)."""
+
+    def __init__(self):
+        from course_lib.param_server import ParameterServer
+
+        self.server = ParameterServer.__ray_actor_class__()
+        self.pulls = self.copies = 0
+
+    def push(self, name, weights):
+        return self.server.push(name, weights)
+
+    def pull(self, name, known_version=-1):
+        version, ref = self.server.pull(name, known_version)
+        self.pulls, self.copies = self.pulls + 1, self.copies + (ref is not None)
+        return version, ref
+
+    def counts(self) -> tuple[int, int]:
+        return self.pulls, self.copies
+
+
+@checker(3, "PrefetchedWeights", "a pull is always in flight; new versions arrive, old ones "
+         "are not copied again.")
+def check_prefetched_weights(prefetched_class):
+    """Find the bug: PrefetchedWeights(ps, name).latest() must return the newest weights that
+    have arrived without waiting, keep asking the server for newer ones, and have the server
+    copy a version to it only once."""
+    import numpy as np
+
+    server = _CountingServer.remote()
+    try:
+        ray.get(server.push.remote("policy", {"w": np.zeros(3, np.float32)}))
+        cache = prefetched_class(server, "policy")
+        if not _poll(cache.latest, np.zeros(3)):
+            raise _Failed("latest() never returned the weights pushed before it started.",
+                          "Take the pull's result once ray.wait says it is ready.")
+        _poll(cache.latest, polls=20)             # nothing new: every pull comes back empty
+        _, copies = ray.get(server.counts.remote())
+        if copies > 1:
+            raise _Failed(f"the server copied the same version to it {copies} times.",
+                          "Pull with the version you already hold: the server then sends None.")
+        ray.get(server.push.remote("policy", {"w": np.ones(3, np.float32)}))
+        if not _poll(cache.latest, np.ones(3)):
+            pulls, _ = ray.get(server.counts.remote())
+            raise _Failed(f"after the learner pushed version 2, latest() kept returning "
+                          f"version 1's weights; the server was asked {pulls} time(s) in all.",
+                          "Follow self.pending: once its answer has been read, what is there "
+                          "left to wait for?")
+    finally:
+        ray.kill(server)

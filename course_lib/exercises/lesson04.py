@@ -114,3 +114,67 @@ def check_find_prefix_sum(find_prefix_sum):
             raise _Failed(f"it read {sums.reads} entries of the tree for one search; a descent "
                           f"over {tree.depth} levels needs at most {limit}.",
                           "Do not scan the leaves: read only the left child on each level.")
+
+
+def _logging_replay():
+    """A replay actor (capacity 64, items x = 0..63) that logs the ids of every batch it hands
+    out and of every priority update, and shows its sum tree's leaves."""
+    import numpy as np
+    import ray
+
+    from course_lib.replay import ReplayServer
+
+    @ray.remote(num_cpus=0)
+    class LoggingReplay(ReplayServer):
+        def __init__(self):
+            super().__init__(64, {"x": ((), np.int64)}, alpha=0.6, seed=0)
+            self.add({"x": np.arange(64)})
+            self.sampled_ids, self.updated_ids = [], []
+
+        def sample(self, batch_size, beta=0.4):
+            batch = super().sample(batch_size, beta)
+            self.sampled_ids.append(batch["indices"].tolist())
+            return batch
+
+        def update_priorities(self, indices, priorities):
+            self.updated_ids.append(np.asarray(indices).tolist())
+            return super().update_priorities(indices, priorities)
+
+        def log(self):
+            return self.sampled_ids, self.updated_ids, self.buffer.tree.leaves(np.arange(64))
+
+    return LoggingReplay.remote()
+
+
+@checker(4, "learner_loop", "each batch's priorities go back to that batch's transitions.")
+def check_learner_loop(learner_loop):
+    """Find the bug: learner_loop(replay, train_step, updates, batch_size) must write each
+    batch's new priorities to the ids of that same batch: the checker reads the replay's call
+    log and its sum tree, whose leaf for item x must hold the priority of x's own TD error."""
+    import numpy as np
+    import ray
+
+    replay = _logging_replay()
+    try:
+        learner_loop(replay, lambda batch: 0.1 + 0.01 * batch["x"], 5, 8)
+        sampled, updated, leaves = ray.get(replay.log.remote())
+    finally:
+        ray.kill(replay)
+    if len(updated) != 5:
+        raise _Failed(f"it made {len(updated)} priority updates for 5 learner steps.",
+                      "One update_priorities call per batch trained on.")
+    for step, ids in enumerate(updated):
+        if ids not in sampled:
+            raise _Failed(f"update {step + 1} wrote to ids {ids}, which no sample returned.",
+                          "Pass back batch[\"indices\"].")
+        if ids != sampled[step]:
+            raise _Failed(f"update {step + 1} wrote batch {step + 1}'s priorities to the ids of "
+                          f"batch {sampled.index(ids) + 1}, the one sampled next: the sum "
+                          "tree now favours transitions for other transitions' errors.",
+                          "Follow the name `batch` through one turn of the loop: which batch "
+                          "does it hold when the priorities are written?")
+    touched = sorted({i for ids in updated for i in ids})
+    own = (0.1 + 0.01 * np.array(touched) + 1e-6) ** 0.6
+    require_close(leaves[touched], own, "a leaf of the sum tree does not hold the priority of "
+                  "its own transition's TD error.",
+                  "Write |TD error| of batch position j to batch[\"indices\"][j].")

@@ -43,6 +43,16 @@ def check_time_to_goal(time_to_goal):
                       "Loop over the rows in order and return at the first hit.")
     if time_to_goal(history, 501.0) is not None:
         raise _Failed("it found a goal that no row reaches.", "Return None after the loop.")
+    # a goal below zero (Acrobot-v1's threshold is -100): a nan read as 0 would reach it early
+    history = [{"time_s": 1.0, "env_steps": 100, "eval_return": nan},
+               {"time_s": 2.0, "env_steps": 200, "eval_return": -400.0},
+               {"time_s": 3.0, "env_steps": 300, "eval_return": -90.0}]
+    got = time_to_goal(history, -100.0)
+    if got is None or tuple(got) != (3.0, 300):
+        raise _Failed(f"for the goal -100 it returned {got!r}, expected (3.0, 300): a row "
+                      "without an evaluation (nan) reached nothing.",
+                      "Skip a row whose eval_return is nan (math.isnan) before you compare; "
+                      "do not turn nan into a number.")
 
 
 @checker(7, "rllib_from_apex", "RLlib's DQN with the same network, replay, targets and workers.")
