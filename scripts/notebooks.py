@@ -9,8 +9,10 @@
 
 The attendee edition (`student_version`) is what attendees open. Each solution cell becomes a
 collapsed Markdown block placed after its check, so neither Shift+Enter nor Run All executes it;
-outputs of exercise and check cells are cleared; cells tagged `ci` (the asserts that keep the
-test run honest) are left out; the first cell says how to reveal a solution.
+outputs of exercise and check cells are cleared, and so are those of the cells tagged
+`prediction` (they measure what a "Predict, then run" prompt asks the attendee to guess, so
+their full-run outputs would spoil it); cells tagged `ci` (the asserts that keep the test run
+honest) are left out; the first cell says how to reveal a solution.
 
 `workshop` writes the attendee edition into an attendee's own folder once and never overwrites
 it (their edits are theirs); `--refresh` moves the old folder to a timestamped backup first.
@@ -68,6 +70,11 @@ REVEAL_NOTE = """
 > unfold the worked answer, then type or copy it into the exercise cell and run the check again."""
 
 
+# Code cells whose outputs the attendee edition clears: the attendee's own work, its check, and
+# the measurements that answer a prediction.
+CLEARED_TAGS = {"exercise", "check", "prediction"}
+
+
 def solution_markdown(solution):
     """A collapsed Markdown block with the solution's code: readable, never executed."""
     text = (f"<details><summary><b>Solution</b> (open once you have tried)</summary>\n\n"
@@ -79,8 +86,9 @@ def solution_markdown(solution):
 def student_version(nb):
     """The attendee edition of notebook `nb` (changed in place and returned).
 
-    A solution cell moves after the check that follows it, as collapsed Markdown; exercise and
-    check cells lose their outputs; `ci` cells go; the first cell gets the note on solutions.
+    A solution cell moves after the check that follows it, as collapsed Markdown; exercise,
+    check and prediction cells lose their outputs; `ci` cells go; the first cell gets the note
+    on solutions.
     """
     cells, pending = [], []
     for cell in nb.cells:
@@ -90,7 +98,7 @@ def student_version(nb):
         if "solution" in tags:
             pending.append(solution_markdown(cell))
             continue
-        if cell.cell_type == "code" and tags & {"exercise", "check"}:
+        if cell.cell_type == "code" and tags & CLEARED_TAGS:
             cell.outputs, cell.execution_count = [], None
         cells.append(cell)
         if "check" in tags:
