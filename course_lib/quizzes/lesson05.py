@@ -10,7 +10,7 @@ QUESTIONS = (
         [wrong("The learner, the first time it samples the transition",
                "It could only sample it by some priority first. Ape-X avoids that wait: the "
                "priority is known when the transition arrives."),
-         wrong("The replay actor, which gives it the largest priority seen so far",
+         wrong("The replay buffer, which gives it the largest priority seen so far",
                "That is single-process prioritized replay's rule. With many explorers, each "
                "can afford to compute a real TD error, so a new transition is not over-sampled."),
          right("The explorer, from the TD errors of its own copy of the network",
