@@ -205,6 +205,8 @@ def section_overhead(r: dict) -> str:
              for e in r["apex"]["explorers"]]
     parts = [table(rows, [("", "what"), ("bare", "bare"), ("distributed", "distributed"),
                           ("distributed/bare", "ratio")])]
+    if "cpu_per_update" in r:
+        parts.append(_cpu_per_update(r["cpu_per_update"]))
     d = r.get("diagnostics", {})
     if "apex_learner" in d:
         a, alone = d["apex_learner"], d["apex_learner_explorers_paused"]
@@ -226,6 +228,20 @@ def section_overhead(r: dict) -> str:
     if {"apex_learner", "explorer_step_costs", "evaluation_at_goal"} <= d.keys():
         parts.append(_reading(r["apex"]["learner"], d))
     return "\n\n".join(parts)
+
+
+def _cpu_per_update(c: dict) -> str:
+    """The CPU-per-update table: the whole Ape-X system by role against one process."""
+    rows = [{"what": role, "ms": ms} for role, ms in c["by_role_ms"].items()]
+    rows += [{"what": "**the whole system**", "ms": c["apex_system_ms"]},
+             {"what": "one process doing the same work (env steps, n-step, local PER, update)",
+              "ms": c["single_process_ms"]}]
+    apart = ", ".join(f"{k} {v:.2f} ms" for k, v in c.get("not_counted_ms", {}).items())
+    return ("CPU milliseconds per learner update, Ape-X with "
+            f"{c['explorers']} explorers (every process, read from the OS over the learner's "
+            "steady window):\n\n" + table(rows, [("", "what"), ("CPU ms / update", "ms")])
+            + f"\n\nWhole system / one process: **{c['ratio']:.2f}** (target <= 1.5)."
+            + (f" Not counted (not part of the run): {apart}." if apart else ""))
 
 
 def _reading(learner: dict, d: dict) -> str:
@@ -251,28 +267,28 @@ def _reading(learner: dict, d: dict) -> str:
         text += (
             f". Where the rest goes, measured in a run with {profile['explorers']} explorers "
             f"(`bench/learner_profile.py`, {profile['updates_s']:,.0f} updates/s under the "
-            f"profiler): the learner's main thread ran on a core {sched['on_a_core']:.0%} of "
-            f"the time, waited for a core {sched['waiting_for_a_core']:.0%} (the explorers, the "
-            f"replay actor and Ray's own processes had both) and slept {sched['sleeping']:.0%} "
-            f"(waiting for samples). Of its samples, {update:.0%} were in the update and "
-            f"{ray_share:.0%} in Ray calls (sample requests, fetching samples, priorities, "
-            f"weights). And one update costs more CPU inside the system: {one['cpu']:.2f} ms of "
+            f"profiler): the learner's training thread ran on a core {sched['on_a_core']:.0%} of "
+            f"the time, waited for a core {sched['waiting_for_a_core']:.0%} (the explorers and "
+            f"Ray's own processes had both) and slept {sched['sleeping']:.0%} (waiting for "
+            f"work from the driver). Of its samples, {update:.0%} were in the update and "
+            f"{ray_share:.0%} in sampling its buffer and publishing weights. And one update "
+            f"costs more CPU inside the system: {one['cpu']:.2f} ms of "
             f"CPU ({one['wall']:.2f} ms on the clock) against {1e3 / bare:.2f} ms in the bare "
             f"loop, and {1e3 / beside:.2f} ms in the bare loop beside one explorer's work in "
-            f"another process (fresh batches from the replay instead of one batch, and the "
-            f"learner's caches shared with the explorers, the replay actor and its own Ray "
-            f"threads). Together: {sched['on_a_core']:.2f} x {update:.2f} / {one['cpu']:.2f} ms "
+            f"another process (fresh batches from the replay instead of one batch, the "
+            f"explorers' adds stored by its replay thread, and its caches shared with the "
+            f"explorers and Ray's threads). Together: {sched['on_a_core']:.2f} x {update:.2f} / "
+            f"{one['cpu']:.2f} ms "
             f"= {predicted:,.0f} updates/s, against {profile['updates_s']:,.0f} measured. ")
     else:
         text += (f", so about {1 - alone / bare:.0%} of its rate goes to the pipeline around "
-                 "the update (Ray calls to the replay actor, publishing weights and snapshots, "
-                 "sharing 2 cores with the replay actor, driver and evaluator) and the "
+                 "the update (storing the explorers' adds, publishing weights and snapshots, "
+                 "sharing 2 cores with the driver and evaluator) and the "
                  "explorers' share of the cores takes the rest. ")
     return text + (
         f"Initial priorities are {priority_share:.0%} of an explorer step and the evaluation "
         f"at the goal takes {d['evaluation_at_goal']['30_episodes_s']:.2f} s: neither explains "
-        "a missed time target. On 2 cores a learner fed over Ray pays more than the parallel "
-        "explorers gain on CartPole, whose env step is cheap.")
+        "a missed time target.")
 
 
 def section_soak(r: dict) -> str:
@@ -304,14 +320,21 @@ SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
                              section_ray_overhead),
             "rllib": ("course_lib against RLlib, same machine, same run", section_rllib),
             "scaling": ("Where distribution pays: the env-latency ladder",
-                        lambda r: _scaling().section(r))}
+                        lambda r: _scaling().section(r)),
+            "matched": ("Pendulum against SB3 with the networks matched",
+                        lambda r: _bench("matched").section(r))}
 
 
 def _scaling():
     """bench/scaling.py, imported when its section or figure is drawn (it imports Ray)."""
-    import scaling
+    return _bench("scaling")
 
-    return scaling
+
+def _bench(name: str):
+    """bench/<name>.py, imported when its section or figure is drawn (they import Ray)."""
+    import importlib
+
+    return importlib.import_module(name)
 
 
 def _load_note(r: dict) -> str:

@@ -18,6 +18,7 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | soak         | Ape-X, 8 explorers, 10 minutes    | flat memory, progress every 10 s   | ~11 min  |
 | ray_overhead | Ray tasks, actors, put/get        | plain calls, pickle                | ~1.5 min |
 | rllib        | Ape-X; parallel SAC               | RLlib DQN; RLlib SAC (see ARGS)    | ~14 min  |
+| matched      | parallel SAC, 64x64 and 256x256   | SB3 SAC with the same two networks | ~8 min   |
 | scaling      | Ape-X, 1-8 explorers, slow envs   | DQN, SB3, 8 batched envs, Amdahl   | ~2-3 h   |
 
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
@@ -49,7 +50,7 @@ from benchreport import machine, write_report  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "soak", "ray_overhead",
-         "rllib", "scaling")
+         "rllib", "matched", "scaling")
 #: arguments a benchmark gets under run_all, to keep the other benchmarks within an hour (~55 min;
 #: scaling adds 2-3 h):
 #: goal_holds checks the two tasks the SB3 targets compare (`python bench/goal_holds.py` alone

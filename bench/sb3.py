@@ -137,16 +137,17 @@ class OurEvaluation(BaseCallback):
 
 
 def run_once(task: str, seed: int, quick: bool, latency_ms: float = 0.0,
-             budget: dict | None = None) -> dict:
+             budget: dict | None = None, zoo_changes: dict | None = None) -> dict:
     """One SB3 run to the goal or the budget; what it took, and its evaluation curve.
     `latency_ms`: its training env waits that long per step (`envs.Latency`, as our trainers'
-    `env_latency_ms`); `budget`: other stop settings (target_return, max_env_steps, ...)."""
+    `env_latency_ms`); `budget`: other stop settings (target_return, max_env_steps, ...);
+    `zoo_changes`: SB3 keyword arguments that replace the zoo's (`bench/matched.py`)."""
     cfg, spec, zoo = run_config(task, seed, quick), TASKS[task], ZOO[task]
     cfg = cfg.updated(budget or {})
     start = time.perf_counter()               # the clock includes building the model
     env = make_env(task, latency_ms=latency_ms) if latency_ms else task
     model = spec["algo"]("MlpPolicy", env, seed=seed, verbose=0, device="cpu",
-                         **zoo["kwargs"])
+                         **{**zoo["kwargs"], **(zoo_changes or {})})
     clock = OurEvaluation(cfg, spec["eval_every_s"], start)
     # the zoo's own run first (its n_timesteps sets DQN's epsilon schedule), then on with the
     # schedule's end values until the goal or the budget

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -412,3 +413,37 @@ def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
     assert targets["2 ms: best Ape-X time / dqn"]["variant"] == "apex-4"   # not the one that missed
     assert targets["2 ms: best Ape-X time / dqn"]["met"]
     assert "0 ms: best Ape-X time / dqn" not in targets                   # not run
+
+
+def test_overhead_section_tables_the_cpu_per_update_by_role(tmp_path):
+    overhead = _bench_module("overhead")
+    cpu = lambda s: {1: ("ray::Learner", 10.0 + s), 2: ("ray::Explorer", 5.0 + s / 2),   # noqa: E731
+                     3: ("raylet", 1.0 + s / 10), 4: ("vim notes.md", 0.5 + s)}
+    samples = [{"t": 3.0 * k, "updates": max(0, 600 * (k - 2)), "cpu": cpu(2.4 * max(0, k - 2))}
+               for k in range(1, 8)]
+    # the window: k=4 to k=7, 1,800 updates in 9 s; the learner used 7.2 CPU s, 4 ms/update
+    system = overhead.system_cpu_per_update(samples)
+    assert system["by_role_ms"] == {"learner": 4.0, "explorers": 2.0,
+                                    "Ray: raylet, GCS, dashboard, agents": 0.4}
+    assert system["cpu_ms_per_update"] == pytest.approx(6.4)
+    assert system["not_counted_ms"] == {"everything else": 4.0}
+    results = {"overhead": {**SB3_RESULTS["overhead"], "cpu_per_update": {
+        "single_process_ms": 3.2, "apex_system_ms": 6.4, "ratio": 2.0, "explorers": 4,
+        "by_role_ms": system["by_role_ms"], "not_counted_ms": system["not_counted_ms"]}}}
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md", info=INFO)
+    assert "| **the whole system** | 6.4" in text
+    assert "Whole system / one process: **2.00** (target <= 1.5)" in text
+
+
+def test_matched_networks_section_gives_the_ratio_per_network_size():
+    matched = _bench_module("matched")
+    runs = [{"side": side, "net": net, "seed": seed, "reached": True, "env_steps": 2_000 + seed,
+             "time_s": {"ours": 10.0, "sb3": 40.0}[side] * (4 if net == "256x256" else 1) + seed}
+            for side in ("ours", "sb3") for net in ("64x64", "256x256") for seed in (0, 1, 2)]
+    rows = matched.summarise(runs)
+    assert [(r["net"], r["time_ratio"]) for r in rows] == [
+        ("64x64", 11 / 41), ("256x256", 41 / 161)]
+    text = matched.section({"summary": rows, "config": {
+        "seeds": [0, 1, 2], "task": "Pendulum-v1", "workers": 2, "load_before": [0.5],
+        "load_after": [1.0]}})
+    assert "| 256x256 | 3/3 | 41.0 | 2,001 | 3/3 | 161.0 | 2,001 | 0.25 |" in text

@@ -1,0 +1,117 @@
+"""Parallel SAC against SB3's SAC on Pendulum-v1 with the networks matched, both ways.
+
+    python bench/matched.py [--quick] [--seeds 0 1 2] [--json bench/results/matched.json]
+
+The SB3 race (`bench/sb3.py`) compares each side at its own defaults: SB3's RL Zoo SAC uses
+256x256 networks, the workbook's SAC 64x64. A smaller network makes every update cheaper, so
+part of "parallel SAC reaches -200 in 0.2x SB3's time" is the network, not distribution. This
+runs four set-ups on the same machine in one go, one seed at a time:
+
+| set-up          | what                                                            |
+| --------------- | --------------------------------------------------------------- |
+| ours 64x64      | `train_sac`, the CLI default config (2 workers)                  |
+| ours 256x256    | the same with SB3's network size                                |
+| sb3 256x256     | SB3 SAC, RL Zoo settings (`bench/sb3.py`)                        |
+| sb3 64x64       | the same with the workbook's network size                        |
+
+Same goal (-200, 10 episodes confirmed on 20 fresh ones), the same evaluation protocol and
+budget as the SB3 race. Reported: per set-up the median seconds and env steps to the goal; the
+ratio ours/SB3 at each network size says how much of the gap is distribution and the
+workbook's settings, with the network size held equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import ray
+import torch
+from benchlib import private_ray_tmp, write_json
+from sac import QUICK as SAC_QUICK, run_seed
+from sb3 import run_once
+
+from course_lib import init_ray
+
+TASK = "Pendulum-v1"
+NETS = {"64x64": (64, 64), "256x256": (256, 256)}
+
+
+def bench_matched(seeds=(0, 1, 2), quick: bool = False, log=print) -> dict:
+    torch.set_num_threads(1)
+    load_before, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
+    runs = []
+    with private_ray_tmp():
+        try:
+            init_ray()
+            for seed in seeds:
+                for net, hidden in NETS.items():
+                    overrides = {**(SAC_QUICK if quick else {}), "hidden": hidden}
+                    r = run_seed(TASK, seed, 2, overrides)
+                    runs.append({"side": "ours", "net": net, "seed": seed,
+                                 "reached": r["reached"], "time_s": r["time_s"],
+                                 "env_steps": r["env_steps"]})
+                    log(f"ours {net} seed {seed}: {runs[-1]}", flush=True)
+                    r = run_once(TASK, seed, quick,
+                                 zoo_changes={"policy_kwargs": {"net_arch": list(hidden)}})
+                    runs.append({"side": "sb3", "net": net, "seed": seed,
+                                 "reached": r["reached"], "time_s": r["time_s"],
+                                 "env_steps": r["env_steps"]})
+                    log(f"sb3 {net} seed {seed}: {runs[-1]}", flush=True)
+        finally:
+            ray.shutdown()
+    return {"runs": runs, "summary": summarise(runs),
+            "config": {"task": TASK, "seeds": list(seeds), "quick": quick, "workers": 2,
+                       "load_before": load_before,
+                       "load_after": [round(x, 2) for x in os.getloadavg()],
+                       "wall_s": round(time.perf_counter() - started, 1)}}
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """Per network size: each side's medians (a run that missed counts with what it spent)
+    and the time ratio ours/SB3."""
+    rows = []
+    for net in NETS:
+        row = {"net": net}
+        for side in ("ours", "sb3"):
+            mine = [r for r in runs if (r["side"], r["net"]) == (side, net)]
+            row[side] = {"reached": f"{sum(r['reached'] for r in mine)}/{len(mine)}",
+                         "median_time_s": statistics.median(r["time_s"] for r in mine),
+                         "median_env_steps": statistics.median(r["env_steps"] for r in mine)}
+        row["time_ratio"] = row["ours"]["median_time_s"] / row["sb3"]["median_time_s"]
+        rows.append(row)
+    return rows
+
+
+def section(r: dict) -> str:
+    """The RESULTS.md section: one table row per network size."""
+    lines = ["| network (both sides) | ours reached | ours s | ours env steps | SB3 reached | "
+             "SB3 s | SB3 env steps | time ours/SB3 |", "| --- | --- | --- | --- | --- | --- | "
+             "--- | --- |"]
+    for row in r["summary"]:
+        o, s = row["ours"], row["sb3"]
+        lines.append(f"| {row['net']} | {o['reached']} | {o['median_time_s']:.1f} | "
+                     f"{o['median_env_steps']:,.0f} | {s['reached']} | {s['median_time_s']:.1f} | "
+                     f"{s['median_env_steps']:,.0f} | {row['time_ratio']:.2f} |")
+    cfg = r["config"]
+    lines.append(f"\nMedians of {len(cfg['seeds'])} seeds, {cfg['task']}, ours with "
+                 f"{cfg['workers']} workers; load average before/after "
+                 f"{cfg['load_before'][0]:.1f} / {cfg['load_after'][0]:.1f}.")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one seed, tiny budgets, no goal")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
+    parser.add_argument("--json", default="bench/results/matched.json", help="where to write")
+    args = parser.parse_args()
+    result = bench_matched(tuple(args.seeds or ((0,) if args.quick else (0, 1, 2))), args.quick)
+    print(section(result))
+    write_json(result, args.json)
+
+
+if __name__ == "__main__":
+    main()
