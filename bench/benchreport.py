@@ -260,7 +260,7 @@ def _reading(learner: dict, d: dict) -> str:
     sched, spy = profile.get("scheduler"), profile.get("py_spy")
     if isinstance(sched, dict) and isinstance(spy, dict) and beside and "one_update_ms" in profile:
         update = spy.get("update (torch)", 0.0)
-        ray_share = sum(v for k, v in spy.items() if "sample" in k or "Ray" in k
+        ray_share = sum(v for k, v in spy.items() if "sampl" in k or "Ray" in k
                         or "publish" in k)
         one = profile["one_update_ms"]
         predicted = sched["on_a_core"] * update / one["cpu"] * 1e3
