@@ -282,7 +282,7 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
-    from course_lib.distributed import NoGPUError
+    from course_lib.placement import NoGPUError
     from course_lib.envs import NonFiniteError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)

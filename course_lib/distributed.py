@@ -55,6 +55,7 @@ from course_lib.envs import NonFiniteError, env_dims, make_env
 from course_lib.errors import first_line
 from course_lib.failures import Parts, WorkerDiedError
 from course_lib.param_server import ParameterServer
+from course_lib.placement import actor_resources, check_gpus, check_pinning, started_here
 from course_lib.ray_setup import init_ray
 from course_lib.results import OutOfTime
 from course_lib.roles import Evaluator
@@ -85,57 +86,8 @@ class DistributedConfig(TrainerConfig):
     learner_gpus: float = 0.0         # GPUs of the learner actor (> 0: a cluster adds a GPU node)
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
+    pin_learner: bool = False         # Linux, one machine: the learner alone on the last core
 
-
-
-def share_cpus(total_cpus: float, learner_cpus: float, num_workers: int,
-               max_worker_cpus: float, evaluator_cpus: float = 0.1) -> tuple[float, float]:
-    """(CPUs of the evaluator, CPUs of each worker) when the learner takes `learner_cpus`, the
-    evaluator `evaluator_cpus` and the workers share the rest, at most `max_worker_cpus` each.
-    ValueError if the learner and the evaluator do not fit.
-
-    Logical CPUs only decide where actors may run (Ray would otherwise wait forever for an
-    actor it cannot place); the operating system shares the real cores between all of them,
-    so fractions are how a learner, an evaluator and several workers fit on a 2-core laptop.
-    """
-    free = total_cpus - learner_cpus - evaluator_cpus
-    if free <= 0:
-        raise ValueError(f"the Ray cluster has {total_cpus:g} CPUs: too few for the learner "
-                         f"({learner_cpus:g}) and the evaluator")
-    return evaluator_cpus, math.floor(min(max_worker_cpus, free / num_workers) * 1000) / 1000
-
-
-def actor_resources(cfg: DistributedConfig, cluster: dict) -> dict[str, float]:
-    """Logical CPUs per actor, and the learner's `learner_gpus`; the parameter server takes
-    none (it mostly waits).
-
-    The GPU is asked for explicitly, never only "when the cluster has one": on a cluster whose
-    GPU node starts at zero (cluster/aws.yaml), the learner's pending request for a GPU is the
-    one thing that makes the autoscaler launch that node."""
-    evaluator, worker = share_cpus(cluster.get("CPU", 1), cfg.learner_cpus, cfg.num_workers,
-                                   cfg.worker_cpus)
-    return {"learner": cfg.learner_cpus, "learner_gpus": cfg.learner_gpus,
-            "evaluator": evaluator, "worker": worker}
-
-
-class NoGPUError(ValueError):
-    """The learner asks for a GPU that this Ray instance does not have and cannot get."""
-
-
-def check_gpus(cfg: DistributedConfig, cluster: dict, can_add_nodes: bool) -> None:
-    """NoGPUError (one line) if the learner asks for more GPUs than the cluster has and nothing
-    can add a node (a local Ray instance: no autoscaler), instead of waiting for it forever."""
-    have = cluster.get("GPU", 0)
-    if cfg.learner_gpus > have and not can_add_nodes:
-        raise NoGPUError(f"learner_gpus={cfg.learner_gpus:g} but this local Ray instance has "
-                         f"{have:g} GPUs and no autoscaler to add one: set learner_gpus 0 "
-                         "(or run on a cluster with a GPU node type)")
-
-
-def started_here() -> bool:
-    """True when this process started its Ray instance (`init_ray` on a laptop): no autoscaler
-    runs, so the resources it has now are all it will ever have."""
-    return ray._private.worker.global_worker.node.is_head()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +128,7 @@ class DistributedTrainer(Trainer):
         env.close()
         init_ray()
         check_gpus(cfg, ray.cluster_resources(), can_add_nodes=not started_here())
+        check_pinning(cfg, len(ray.nodes()))
         res = self.resources = actor_resources(cfg, ray.cluster_resources())
         self.parts = Parts()
         try:

@@ -45,6 +45,16 @@ POLICY = "policy"   # the name the learner publishes the acting network's weight
 # Workers: play, send batches to the learner's replay, pull weights
 # ---------------------------------------------------------------------------------------------
 
+def pin_this_process(learner: bool) -> None:
+    """`pin_learner`: the learner's process alone on the last core, a worker's on the others
+    (Linux; every thread of the process, Ray's included). Ray's CPUs are logical: without
+    this, the operating system moves the learner between the cores the workers also use."""
+    last = os.cpu_count() - 1
+    cores = {last} if learner else set(range(last))
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), cores)
+
+
 def restart_count() -> int:
     """How often Ray has restarted the actor this runs in (0 outside an actor), from Ray's own
     actor table: the number `was_current_actor_reconstructed` reads (Ray is pinned)."""
@@ -77,6 +87,8 @@ class Worker(ABC):
 
     def __init__(self, index: int, cfg: DistributedConfig, prefix: str, seed: int):
         torch.set_num_threads(1)
+        if cfg.pin_learner:
+            pin_this_process(learner=False)
         self.restarts = restart_count()
         self.restarted = self.restarts > 0
         if self.restarted:                    # a new process: new episodes, new exploration
@@ -210,6 +222,8 @@ class LearnerActor(ABC):
                  state: dict | None, seed: int, replay: dict[str, Any]):
         torch.set_num_threads(1)
         torch.manual_seed(seed)
+        if cfg.pin_learner:
+            pin_this_process(learner=True)
         self.cfg = cfg
         self.replay = ReplayServer(**replay)     # capacity, spec, seed and its options
         self.lock = threading.Lock()             # adds (replay thread) against samples

@@ -6,7 +6,7 @@ import pytest
 import ray
 
 from course_lib.apex import ApexConfig, ApexTrainer
-from course_lib.distributed import actor_resources
+from course_lib.placement import actor_resources
 from course_lib.dqn import epsilon_for_explorer
 from course_lib.param_server import pull_weights
 from course_lib.roles import POLICY
@@ -203,3 +203,30 @@ def test_an_explorer_with_several_envs_keeps_each_envs_n_step_window_apart(ray_l
     gap = next_obs[:, 1] - obs[:, 1]
     assert ((gap == 3) | (next_obs[:, 1] == 6)).all() and (gap >= 1).all()
     assert len(np.unique(obs[:, 0])) >= 6                          # 3 envs, several episodes
+
+
+def test_pin_learner_gives_the_learner_a_core_of_its_own(ray_local):
+    """`pin_learner`: the learner's process runs on the last core only, the explorers' on the
+    others (Linux); on a cluster of several nodes the setting is refused in one line."""
+    import os
+
+    from course_lib.placement import check_pinning
+
+    if not hasattr(os, "sched_getaffinity") or os.cpu_count() < 2:
+        pytest.skip("pinning needs Linux and 2 cores")
+    last = os.cpu_count() - 1
+    trainer = ApexTrainer(CFG.updated({"pin_learner": True}))
+    try:
+        cores = ray.get(trainer.learner.__ray_call__.remote(lambda s: os.sched_getaffinity(0)))
+        explorers = ray.get([w.__ray_call__.remote(lambda s: os.sched_getaffinity(0))
+                             for w in trainer.workers])
+        for _ in range(2):
+            trainer.step()
+        played = trainer.counters["env_steps"]
+    finally:
+        trainer.close()
+    assert cores == {last} and explorers == [set(range(last))] * CFG.num_workers
+    assert played > 0
+    with pytest.raises(ValueError, match="pin_learner works on one machine, and this Ray "
+                                         "cluster has 3 nodes: set it to false"):
+        check_pinning(CFG.updated({"pin_learner": True}), nodes=3)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from course_lib import cli, results, sac
-from course_lib.distributed import actor_resources
+from course_lib.placement import actor_resources
 from course_lib.envs import NonFiniteError, check_finite
 from course_lib.nets import get_weights
 from course_lib.sac import (
@@ -336,7 +336,7 @@ def test_a_gpu_learner_on_a_local_instance_without_gpus_is_refused_in_one_line(r
                                                                                 capsys, tmp_path):
     """A local Ray instance has no autoscaler: the learner's GPU would never come, and the run
     would wait for it forever. Refused before any actor starts."""
-    from course_lib.distributed import NoGPUError, check_gpus, started_here
+    from course_lib.placement import NoGPUError, check_gpus, started_here
 
     assert started_here()                       # this test process started the instance
     assert ray_local.cluster_resources().get("GPU", 0) == 0
