@@ -252,15 +252,20 @@ class NegativePriorityApex(ApexTrainer):
     Learner = remote_learner(NegativePriorityLearner)
 
 
-def test_a_failing_priority_update_ends_the_run_naming_the_learner(ray_local, by_value):
-    trainer = NegativePriorityApex(TINY_APEX)
+def failure_of(trainer_class) -> str:
+    """The one-line error that ends a run of `trainer_class` (within 60 iterations)."""
+    trainer = trainer_class(TINY_APEX)
     try:
         with pytest.raises(PartFailedError) as info:
             for _ in range(60):
                 trainer.step()
     finally:
         trainer.close()
-    message = str(info.value)
+    return str(info.value)
+
+
+def test_a_failing_priority_update_ends_the_run_naming_the_learner(ray_local, by_value):
+    message = failure_of(NegativePriorityApex)
     assert message.startswith("learner failed: ")
     assert "priorities must be >= 0" in message and "\n" not in message
 
@@ -282,14 +287,7 @@ class ShapeShiftingApex(ApexTrainer):
 
 
 def test_a_failing_unawaited_publish_surfaces_naming_the_call(ray_local, by_value):
-    trainer = ShapeShiftingApex(TINY_APEX)
-    try:
-        with pytest.raises(PartFailedError) as info:
-            for _ in range(60):
-                trainer.step()
-    finally:
-        trainer.close()
-    message = str(info.value)
+    message = failure_of(ShapeShiftingApex)
     assert message.startswith("learner failed: ") and "params.push (publish)" in message
     assert "not awaited" in message and "\n" not in message
 
