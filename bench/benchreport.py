@@ -464,6 +464,8 @@ def _plot_soak(plt, r: dict, out_dir: Path) -> list[Path]:
     for key, label in (("driver_rss_mb", "driver RSS"), ("replay_rss_mb", "replay actor RSS"),
                        ("learner_rss_mb", "learner actor RSS"),
                        ("object_store_mb", "object store")):
+        if key not in samples[0]:                 # replay_rss_mb: runs before the replay moved
+            continue
         axes[0].plot(t, [s[key] for s in samples], ".-", label=label)
     axes[0].set(xlabel="minutes", ylabel="MB", title="memory")
     axes[1].plot(t, [s["env_steps"] for s in samples], ".-", label="env steps")

@@ -6,8 +6,8 @@ The run has no goal: `target_return` None and a time budget, exactly what
 `python -m course_lib train --algo apex --config '{"num_workers": 8}'
 --stop '{"eval_return": null, "time_s": 600}'` runs (`results.run_training` stops it at the
 first iteration past `max_time_s`). Every `SAMPLE_EVERY_S` seconds a sampler thread records
-the driver's resident memory (RSS), the replay actor's and the learner actor's (psutil on
-the process ids the actors report), the bytes in Ray's object store (cluster total minus
+the driver's resident memory (RSS) and the learner actor's, which holds the replay buffer
+(psutil on the process id the actor reports), the bytes in Ray's object store (cluster total minus
 available `object_store_memory`), and the driver's counters: env steps, inserted
 transitions, learner updates.
 
@@ -46,7 +46,7 @@ SAMPLE_EVERY_S = 10.0
 STALL_S = 90.0
 FLAT_MB_PER_MIN = 2.0
 MIN_SAMPLES = 5
-MEMORY = ("driver_rss_mb", "replay_rss_mb", "learner_rss_mb", "object_store_mb")
+MEMORY = ("driver_rss_mb", "learner_rss_mb", "object_store_mb")
 MB = 2**20
 
 
@@ -63,7 +63,6 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.trainer, self.every_s, self.stall_s = trainer, every_s, stall_s
         self.procs = {"driver_rss_mb": psutil.Process(),
-                      "replay_rss_mb": psutil.Process(actor_pid(trainer.replay)),
                       "learner_rss_mb": psutil.Process(actor_pid(trainer.learner))}
         self.samples: list[dict] = []
         self.stalled_at: float | None = None
@@ -150,8 +149,8 @@ def soak(minutes: float, quick: bool, workers: int = 8, log=print) -> dict:
             ray.shutdown()
     for s in samples:
         log(f"{s['t_s']:6.0f} s: {s['env_steps']:>9,} env steps, {s['learner_updates']:>8,} "
-            f"updates; RSS driver {s['driver_rss_mb']:.0f} MB, replay "
-            f"{s['replay_rss_mb']:.0f} MB, learner {s['learner_rss_mb']:.0f} MB; "
+            f"updates; RSS driver {s['driver_rss_mb']:.0f} MB, learner (with the replay) "
+            f"{s['learner_rss_mb']:.0f} MB; "
             f"object store {s['object_store_mb']:.1f} MB")
     judged = verdict(samples, cfg.buffer_size)
     targets = {} if quick else {

@@ -6,9 +6,9 @@ import pytest
 import ray
 
 from course_lib.apex import ApexConfig, ApexTrainer
-from course_lib.placement import actor_resources
 from course_lib.dqn import epsilon_for_explorer
 from course_lib.param_server import pull_weights
+from course_lib.placement import actor_resources
 from course_lib.roles import POLICY
 
 

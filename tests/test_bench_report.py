@@ -162,8 +162,7 @@ def _soak_samples(minutes: int, mb_per_min: float, stall_at: int | None = None) 
         samples.append({"t_s": t, "env_steps": steps, "inserted": steps,
                         "learner_updates": 250 * min(k, stall_at or k),
                         **{key: 300 + mb_per_min * t / 60 + rng.normal(0, 0.5)
-                           for key in ("driver_rss_mb", "replay_rss_mb", "learner_rss_mb",
-                                       "object_store_mb")}})
+                           for key in ("driver_rss_mb", "learner_rss_mb", "object_store_mb")}})
     return samples
 
 

@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 from course_lib import cli, results, sac
-from course_lib.placement import actor_resources
 from course_lib.envs import NonFiniteError, check_finite
 from course_lib.nets import get_weights
+from course_lib.placement import actor_resources
 from course_lib.sac import (
     SACConfig,
     SACLearner,
