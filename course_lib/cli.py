@@ -282,8 +282,8 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
-    from course_lib.placement import NoGPUError
     from course_lib.envs import NonFiniteError
+    from course_lib.placement import NoGPUError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
     except (NonFiniteError, NoGPUError) as err:  # the env went bad mid-run, or no GPU
