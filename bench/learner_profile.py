@@ -38,6 +38,7 @@ import time
 import ray
 
 from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.placement import check_pinning
 
 #: py-spy stack -> category, the first rule whose words all occur in the stack wins
 CATEGORIES = (("update (torch)", ("DQNLearner.update",)),
@@ -148,34 +149,13 @@ def update_times(actor) -> dict:
     return dict(actor.update_times)
 
 
-def pin_to(cpus: set[int]):
-    """A function for `__ray_call__`: pins every thread of the actor's process to `cpus`."""
-    def pin(actor) -> None:
-        for tid in os.listdir("/proc/self/task"):
-            os.sched_setaffinity(int(tid), cpus)
-    return pin
-
-
-def pin_learner(trainer: ApexTrainer) -> None:
-    """The experiment of `--pin` (Linux): the learner alone on the last CPU, every other actor
-    of the run on the others (Ray's own processes and the driver stay where they are)."""
-    last = os.cpu_count() - 1
-    ray.get(trainer.learner.__ray_call__.remote(pin_to({last})))
-    ray.get([a.__ray_call__.remote(pin_to(set(range(last))))
-             for a in [*trainer.workers, trainer.evaluator, trainer.params]])
-
-
-def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool = True,
-                    pin: bool = False) -> dict:
+def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool = True) -> dict:
     """Run Ape-X with `cfg` (Ray already started); after `warmup_s`, profile its learner for
     `seconds`. Returns the scheduler's and py-spy's split of the learner's main thread, and
-    the cores each role used. `spy=False`: no py-spy (it takes some CPU itself); `pin`: see
-    `pin_learner`."""
+    the cores each role used. `spy=False`: no py-spy (it takes some CPU itself)."""
     if __name__ != "__main__":    # bench/ is not importable in the actors: send the code
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     trainer = ApexTrainer(cfg)
-    if pin:
-        pin_learner(trainer)
     # the process, and the thread that runs `train` (`__ray_call__` runs on the same one)
     pid, tid = ray.get(trainer.learner.__ray_call__.remote(
         lambda self: (os.getpid(), threading.get_native_id())))
@@ -234,25 +214,24 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds before it")
     parser.add_argument("--explorers", type=int, default=4, help="explorer actors")
     parser.add_argument("--pin", action="store_true",
-                        help="the learner alone on the last CPU, the other actors on the rest")
+                        help="pin_learner: the learner alone on the last CPU, the workers on "
+                             "the rest")
     parser.add_argument("--no-py-spy", action="store_true", help="without py-spy's view")
     parser.add_argument("--config", default="{}",
                         help='ApexConfig changes as JSON, e.g. \'{"num_envs": 4}\'')
     args = parser.parse_args()
-    if args.pin and not (hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2):
-        parser.error("--pin needs Linux and at least 2 CPUs; run without it")
     try:
         cfg = ApexConfig().updated({"target_return": None, "max_env_steps": None,
                                     "max_time_s": None, "num_workers": args.explorers,
-                                    **json.loads(args.config)})
+                                    "pin_learner": args.pin, **json.loads(args.config)})
         cfg.check()
+        check_pinning(cfg, nodes=1)
     except ValueError as err:                      # json.JSONDecodeError is one too
         parser.error(str(err))
     with private_ray_tmp():
         try:
             init_ray(num_cpus=os.cpu_count())
-            out = profile_learner(cfg, args.warmup, args.seconds, spy=not args.no_py_spy,
-                                  pin=args.pin)
+            out = profile_learner(cfg, args.warmup, args.seconds, spy=not args.no_py_spy)
         finally:
             ray.shutdown()
     print(f"learner: {out['updates_s']:,.0f} updates/s with {args.explorers} explorers")
