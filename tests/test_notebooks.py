@@ -81,3 +81,27 @@ def test_lessons_free_of_test_scaffolding(nb):
                                if not line.lstrip().startswith(("%", "!")))   # IPython magics
             asserts = [n for n in ast.walk(ast.parse(python)) if isinstance(n, ast.Assert)]
             assert not asserts, f"an assert in a lesson cell:\n{cell.source[:200]}"
+
+
+GLOSSARY = "### Terms you meet here first"
+
+
+def glossary_terms(nb) -> list[str]:
+    """The terms of a notebook's glossary cell (the second cell), lower-cased; [] if none."""
+    cell = nb.cells[1]
+    if cell.cell_type != "markdown" or not cell.source.startswith(GLOSSARY):
+        return []
+    return [t.lower() for t in re.findall(r"^- \*\*(.+?)\*\*: \S", cell.source, flags=re.M)]
+
+
+def test_each_lesson_has_a_glossary_of_its_new_terms():
+    """Issue 27 item 8: right after the title cell of 01-08, 4 to 8 terms with a one-line
+    definition each, and only terms met there first (none in an earlier notebook's list)."""
+    seen: dict[str, str] = {}
+    for path in NOTEBOOKS[1:]:
+        terms = glossary_terms(nbformat.read(path, as_version=4))
+        assert 4 <= len(terms) <= 8, f"{path.name}: the second cell must be '{GLOSSARY}' " \
+                                     f"with 4-8 lines '- **term**: definition'"
+        again = {t: seen[t] for t in terms if t in seen}
+        assert not again, f"{path.name} repeats terms of earlier notebooks: {again}"
+        seen |= dict.fromkeys(terms, path.name)

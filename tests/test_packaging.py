@@ -1,7 +1,8 @@
 """The install is declared once, in pyproject.toml: exact pins, every imported package among
 them, and environment.yml installing the project through pip rather than repeating the pins.
 The install routes (make, conda, offline, container) give the attendee the same set and open
-workshop/, and `make test` never asks for sudo."""
+workshop/, and `make test` never asks for sudo. Links to Ray's documentation name the pinned
+Ray's release docs, never `latest` or `master`."""
 
 import ast
 import importlib.metadata
@@ -172,3 +173,29 @@ def test_devcontainer_runs_the_attendees_lab_on_two_cores(tmp_path):
     [base] = re.findall(r"^FROM python:(\d+\.\d+)\S*$",
                         (folder / spec["build"]["dockerfile"]).read_text(), re.MULTILINE)
     assert f"{base}.0" in SpecifierSet(PROJECT["requires-python"])
+
+
+RAY_DOCS = re.compile(r"https?://docs\.ray\.io/en/([\w.-]+)/")
+
+
+def ray_doc_versions(text: str) -> set[str]:
+    """The versions of Ray's documentation that `text` links to ("latest", "releases-2.60.0")."""
+    return set(RAY_DOCS.findall(text))
+
+
+def test_the_link_check_reads_the_version_of_a_ray_docs_link():
+    text = ("[a](https://docs.ray.io/en/latest/ray-core/tasks.html) "
+            "[b](https://docs.ray.io/en/releases-2.60.0/ray-core/actors.html)")
+    assert ray_doc_versions(text) == {"latest", "releases-2.60.0"}
+
+
+def test_ray_docs_links_point_at_the_pinned_ray():
+    """Issue 27 item 8: further reading matches the Ray the workbook installs. `latest` and
+    `master` change under the reader (an API the notebook uses can be gone from them)."""
+    [pin] = [r for r in requirements() if r.name == "ray"]
+    pinned = f"releases-{next(iter(pin.specifier)).version}"
+    docs = [*ROOT.glob("*.md"), *ROOT.glob("slides/*.md"), *ROOT.glob("cluster/*.md"),
+            *ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("course_lib/**/*.py")]
+    wrong = {f"{path.relative_to(ROOT)}: {version}" for path in docs
+             for version in ray_doc_versions(path.read_text(encoding="utf-8")) - {pinned}}
+    assert not wrong, f"link Ray's docs as https://docs.ray.io/en/{pinned}/...: {sorted(wrong)}"
