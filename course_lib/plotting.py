@@ -80,7 +80,6 @@ def plot_scaling(workers: Sequence[int], rates: Sequence[float], *, ylabel: str 
     return ax
 
 
-
 def plot_ladder(latencies_ms: Sequence[float], measured: Mapping[str, Sequence[float]],
                 bounds: Mapping[str, Sequence[float]], *, title: str = "", ax=None):
     """Throughput against env latency: per variant, its measured env steps/s as points and its
@@ -97,6 +96,7 @@ def plot_ladder(latencies_ms: Sequence[float], measured: Mapping[str, Sequence[f
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="best", fontsize="small")
     return ax
+
 
 def plot_pendulum_frames(observations: Sequence[Sequence[float]],
                          actions: Sequence[float] | None = None, *, frames: int = 8,
