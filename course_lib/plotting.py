@@ -80,6 +80,24 @@ def plot_scaling(workers: Sequence[int], rates: Sequence[float], *, ylabel: str 
     return ax
 
 
+def plot_ladder(latencies_ms: Sequence[float], measured: Mapping[str, Sequence[float]],
+                bounds: Mapping[str, Sequence[float]], *, title: str = "", ax=None):
+    """Throughput against env latency: per variant, its measured env steps/s as points and its
+    best case (`bounds`, same keys) as a dashed line of the same colour; log scale, since the
+    rates span orders of magnitude."""
+    ax = _axes(ax, figsize=(6.5, 3.8))
+    colors = plt.get_cmap("tab10")
+    for i, (label, rates) in enumerate(measured.items()):
+        ax.plot(latencies_ms, rates, marker="o", linestyle="-", color=colors(i), label=label)
+        ax.plot(latencies_ms, bounds[label], linestyle="--", color=colors(i), linewidth=1)
+    ax.plot([], [], linestyle="--", color="grey", linewidth=1, label="dashed: best case (Amdahl)")
+    ax.set(xlabel="env step latency (ms)", ylabel="env steps/s (log)", yscale="log", title=title)
+    ax.set_xticks(list(latencies_ms))
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
 def plot_pendulum_frames(observations: Sequence[Sequence[float]],
                          actions: Sequence[float] | None = None, *, frames: int = 8,
                          max_torque: float = 2.0, title: str = "", ax=None):

@@ -1,0 +1,220 @@
+"""The latency ladder, live: env steps per second against env latency, beside Amdahl's bound.
+
+An env whose step waits L ms on something remote (a simulator on another machine, a robot, a
+game server; `envs.EnvBatch` stands in for it with a sleep) is where going distributed pays on a
+small machine. `measure_ladder` measures, at each latency, three ways to act eps-greedily with a
+Q-network (acting only, no learning, so a point takes seconds, not minutes):
+
+| variant   | what runs                                             | best case, env steps/s    |
+| --------- | ----------------------------------------------------- | ------------------------- |
+| `one`     | this process steps one env, a forward pass per step   | 1 / (t + L)               |
+| `batch`   | this process steps N envs as one `EnvBatch`           | N / (N t + L)             |
+| `workers` | N actors, one env each: `Stepper`s or Ape-X explorers | min(N / (t + L), cores/t) |
+
+t is the variant's own time per env step at 0 ms, all of it CPU work, measured first
+(`workers`: one actor alone, timed inside it, so the bound leaves out Ray's cost per call).
+Waits overlap, CPU work does not: a cheap env leaves nothing to win; a slow one gains up to N
+times, until the cores are busy. `bench/scaling.py` asks the same question to CartPole 475,
+learning included; this is its version of a few seconds for notebooks 02 and 05.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import ClassVar
+
+import numpy as np
+import ray
+import torch
+
+from course_lib.config import Config
+from course_lib.dqn.learner import DuelingQNet, epsilon_greedy_batch
+from course_lib.envs import EnvBatch, env_dims
+from course_lib.ray_setup import init_ray
+from course_lib.trainer import TrainerConfig, derive_seed
+
+VARIANTS = ("one", "batch", "workers")
+
+
+@dataclass
+class LadderConfig(Config):
+    """What `measure_ladder` measures, and for how long."""
+
+    QUICK: ClassVar[dict] = {"latencies_ms": (0.0, 2.0, 5.0), "seconds": 0.3}
+    LIMITS: ClassVar[dict[str, str]] = {"latencies_ms": "[0, inf)", "num_workers": ">= 1",
+                                        "seconds": "> 0", "epsilon": "[0, 1]"}
+    env_id: str = "CartPole-v1"       # the env every variant steps
+    latencies_ms: tuple[float, ...] = (0.0, 0.5, 2.0, 5.0)  # the env step latencies measured
+    num_workers: int = 4              # N: actors in `workers`, envs of the batch in `batch`
+    explorers: bool = False           # `workers`: Ape-X's explorers (True) or plain Steppers
+    seconds: float = 2.0              # about this long per measured point
+    epsilon: float = 0.1              # exploration rate of `one`, `batch` and the Steppers
+    seed: int = 0                     # seeds the envs, the networks and the exploration
+
+
+def amdahl_bound(variant: str, latency_ms: float, step_ms: float, n: int, cores: int) -> float:
+    """The best case in env steps/s: the waits overlap, the CPU work `step_ms` per env step
+    does not (see the module's table)."""
+    if variant == "one":
+        return 1000 / (step_ms + latency_ms)
+    if variant == "batch":
+        return 1000 * n / (n * step_ms + latency_ms)
+    if variant == "workers":
+        return min(1000 * n / (step_ms + latency_ms), 1000 * cores / step_ms)
+    raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+
+
+class Acting:
+    """`num_envs` envs stepped as one `EnvBatch` by an eps-greedy Q-network, one forward pass
+    per batch step. `run` answers like `roles.Worker.run`'s, so one timing function serves
+    this, its actor form (`Stepper`) and Ape-X's explorers."""
+
+    def __init__(self, env_id: str, num_envs: int, epsilon: float, seed: int):
+        torch.set_num_threads(1)          # tiny networks: one thread is fastest
+        torch.manual_seed(seed)
+        self.envs = EnvBatch(env_id, num_envs, 0.0, seed)
+        self.n_actions = env_dims(self.envs.envs[0])[1]
+        self.net = DuelingQNet(*env_dims(self.envs.envs[0]), TrainerConfig.hidden)
+        self.epsilon, self.rng = epsilon, np.random.default_rng(seed)
+
+    def run(self, steps: int) -> dict[str, int]:
+        """Play at least `steps` env steps."""
+        played = 0
+        while played < steps:
+            self.envs.step(epsilon_greedy_batch(self.net, self.envs.obs, self.epsilon, self.rng,
+                                                self.n_actions))
+            played += len(self.envs.obs)
+        return {"env_steps": played}
+
+
+Stepper = ray.remote(Acting)   # the same, in an actor of its own
+
+
+def _timed_run(worker, latency_ms: float, steps: int) -> tuple[int, float]:
+    """(env steps played, seconds) of `worker.run(steps)`, its envs waiting `latency_ms` per
+    step from now on. Runs where `worker` is: an `Acting` here, or an actor (`__ray_call__`)."""
+    worker.envs.seconds = latency_ms / 1000
+    start = time.perf_counter()
+    played = worker.run(steps)["env_steps"]
+    return played, time.perf_counter() - start
+
+
+@contextmanager
+def started_workers(cfg: LadderConfig) -> Iterator[list]:
+    """`cfg.num_workers` actors, killed on the way out: Steppers, or the explorers of a whole
+    Ape-X system, which send their batches and pull weights as in training (its learner gets
+    no `train` calls: acting is all that is measured)."""
+    if cfg.explorers:
+        from course_lib.apex import ApexConfig, ApexTrainer
+
+        trainer = ApexTrainer(ApexConfig().updated(
+            {"env_id": cfg.env_id, "num_workers": cfg.num_workers, "seed": cfg.seed}))
+        try:
+            yield trainer.workers
+        finally:
+            trainer.close()
+        return
+    seeds = [derive_seed(cfg.seed, "stepper", i) for i in range(cfg.num_workers)]
+    actors = [Stepper.options(num_cpus=0.25).remote(cfg.env_id, 1, cfg.epsilon, s) for s in seeds]
+    try:
+        yield actors
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+
+
+@dataclass
+class Ladder:
+    """What `measure_ladder` measured: per variant, env steps/s and their bound, one per
+    latency, and `step_ms`, the CPU time per env step each bound is computed from."""
+
+    cfg: LadderConfig
+    cores: int
+    step_ms: dict[str, float]
+    measured: dict[str, list[float]]
+    bounds: dict[str, list[float]]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        n = self.cfg.num_workers
+        return {"one": "1 env, 1 process", "batch": f"{n} envs batched, 1 process",
+                "workers": f"{n} {'Ape-X explorers' if self.cfg.explorers else 'actors'}"}
+
+    def table(self) -> str:
+        """Per latency and variant: env steps/s, the bound, and the times `one`'s rate."""
+        lines = ["CPU time per env step, at 0 ms: " + "; ".join(
+                 f"{self.labels[v]} {self.step_ms[v]:.3f} ms" for v in VARIANTS),
+                 "env steps/s (Amdahl's bound) and the times 1 env in 1 process, per latency:",
+                 f"{'latency':>8} | " + " | ".join(f"{self.labels[v]:>28}" for v in VARIANTS)]
+        for i, latency in enumerate(self.cfg.latencies_ms):
+            one = self.measured["one"][i]
+            cells = [f"{self.measured[v][i]:>7,.0f}/s ({self.bounds[v][i]:>7,.0f}) "
+                     f"{self.measured[v][i] / one:4.1f}x" for v in VARIANTS]
+            lines.append(f"{latency:>5g} ms | " + " | ".join(f"{c:>28}" for c in cells))
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        from course_lib.plotting import plot_ladder
+
+        return plot_ladder(self.cfg.latencies_ms,
+                           {self.labels[v]: self.measured[v] for v in VARIANTS},
+                           {self.labels[v]: self.bounds[v] for v in VARIANTS},
+                           title=f"acting throughput on {self.cores} cores", ax=ax)
+
+
+def measure_ladder(cfg: LadderConfig | None = None) -> Ladder:
+    """Measure every variant at every latency of `cfg` (the quick or full preset by default);
+    starts Ray if it is not running."""
+    cfg = cfg or LadderConfig.preset()
+    cfg.check()
+    n, threads = cfg.num_workers, torch.get_num_threads()
+    ladder = Ladder(cfg, os.cpu_count() or 1, {}, {}, {})
+    try:
+        for variant, num_envs in (("one", 1), ("batch", n)):
+            here = partial(_timed_run, Acting(cfg.env_id, num_envs, cfg.epsilon, cfg.seed))
+            _measure(ladder, variant, here, here)
+    finally:
+        torch.set_num_threads(threads)    # as this process had it (Acting sets one)
+    init_ray()
+    with started_workers(cfg) as workers:
+        ray.get([w.__ray_call__.remote(_timed_run, 0.0, 20) for w in workers])    # warm-up
+
+        def alone(latency_ms: float, steps: int) -> tuple[int, float]:
+            return ray.get(workers[0].__ray_call__.remote(_timed_run, latency_ms, steps))
+
+        def together(latency_ms: float, steps: int) -> tuple[int, float]:
+            start = time.perf_counter()
+            runs = ray.get([w.__ray_call__.remote(_timed_run, latency_ms, math.ceil(steps / n))
+                            for w in workers])
+            return sum(played for played, _ in runs), time.perf_counter() - start
+
+        _measure(ladder, "workers", alone, together)
+    return ladder
+
+
+def _measure(ladder: Ladder, variant: str, alone, run) -> None:
+    """Fill in `variant` of `ladder` from `alone` (one copy of the variant) and `run` (the
+    variant), both mapping (latency_ms, steps) to (steps played, seconds): its env steps/s at
+    each latency, the median of three runs that together last about `cfg.seconds` (as many
+    steps as the bound says fit), and its time per env step, the fastest of every run of
+    `alone` at 0 ms (the bound is a best case; a busy machine only slows a run down)."""
+    cfg, cores = ladder.cfg, ladder.cores
+    played, seconds = alone(0.0, 20)                        # warm-up, and a first guess
+    zero = [alone(0.0, math.ceil(cfg.seconds / 3 * played / seconds)) for _ in range(3)]
+    guess_ms = min(1000 * s / p for p, s in zero)
+    points = [[run(latency, math.ceil(cfg.seconds / 3 * amdahl_bound(
+                   variant, latency, guess_ms, cfg.num_workers, cores))) for _ in range(3)]
+              for latency in cfg.latencies_ms]
+    if run is alone:                                        # its 0 ms points are runs of it too
+        zero += [r for latency, runs in zip(cfg.latencies_ms, points, strict=True)
+                 if latency == 0 for r in runs]
+    step_ms = ladder.step_ms[variant] = min(1000 * s / p for p, s in zero)
+    ladder.bounds[variant] = [amdahl_bound(variant, latency, step_ms, cfg.num_workers, cores)
+                              for latency in cfg.latencies_ms]
+    ladder.measured[variant] = [float(np.median([p / s for p, s in runs])) for runs in points]

@@ -1,0 +1,73 @@
+"""The latency ladder of notebooks 02 and 05 (`course_lib.ladder`): Amdahl's bound by hand, and
+a tiny real run. Nothing here compares a time with a target: the one comparison of rates is
+at 20 ms, where the waits, not the CPU, set the pace, so it holds on a busy machine too."""
+
+import matplotlib
+import pytest
+import torch
+
+from course_lib.ladder import VARIANTS, Ladder, LadderConfig, amdahl_bound, measure_ladder
+
+matplotlib.use("Agg")
+
+
+@pytest.mark.parametrize(("variant", "latency_ms", "expected"), [
+    ("one", 2.0, 400.0),          # 1000 / (0.5 + 2)
+    ("one", 0.0, 2000.0),         # 1000 / 0.5
+    ("batch", 2.0, 1000.0),       # 4 * 1000 / (4 * 0.5 + 2): one wait for four envs
+    ("batch", 0.0, 2000.0),       # the CPU work does not overlap: as one env
+    ("workers", 2.0, 1600.0),     # 4 * 1000 / (0.5 + 2): the waits limit, cores do not
+    ("workers", 0.0, 4000.0),     # min(4 * 2000, 2 cores * 2000): the cores limit
+])
+def test_amdahl_bound_by_hand(variant, latency_ms, expected):
+    assert amdahl_bound(variant, latency_ms, step_ms=0.5, n=4, cores=2) == pytest.approx(expected)
+
+
+def test_amdahl_bound_names_an_unknown_variant():
+    with pytest.raises(ValueError, match="unknown variant 'gpu'; known: one, batch, workers"):
+        amdahl_bound("gpu", 0.0, 0.5, 4, 2)
+
+
+def test_a_negative_latency_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="'latencies_ms' must be a non-empty list of values"):
+        measure_ladder(LadderConfig().updated({"latencies_ms": [0.0, -1.0]}))
+
+
+def test_the_quick_preset_is_smaller_than_the_full_one():
+    quick, full = LadderConfig.preset(quick=True), LadderConfig.preset(quick=False)
+    assert quick.seconds < full.seconds and len(quick.latencies_ms) <= len(full.latencies_ms)
+
+
+@pytest.mark.parametrize("explorers", [False, True], ids=["actors", "apex-explorers"])
+def test_a_tiny_ladder_measures_every_variant_and_slow_envs_pay_for_parallelism(
+        ray_local, explorers):
+    cfg = LadderConfig().updated({"latencies_ms": [0.0, 20.0], "seconds": 0.2,
+                                  "num_workers": 3, "explorers": explorers})
+    torch.set_num_threads(2)
+    ladder = measure_ladder(cfg)
+    assert torch.get_num_threads() == 2, "the notebook's torch threads were left changed"
+    assert set(ladder.measured) == set(ladder.bounds) == set(ladder.step_ms) == set(VARIANTS)
+    for v in VARIANTS:
+        assert len(ladder.measured[v]) == len(ladder.bounds[v]) == 2
+        assert all(rate > 0 for rate in ladder.measured[v]) and ladder.step_ms[v] > 0
+        assert ladder.bounds[v] == [pytest.approx(amdahl_bound(v, L, ladder.step_ms[v], 3,
+                                                               ladder.cores)) for L in (0, 20)]
+    # the bound is a best case: one process at 0 ms never beats its own fastest run
+    assert all(ladder.measured[v][0] <= ladder.bounds[v][0] * (1 + 1e-9) for v in ("one", "batch"))
+    slow = {v: ladder.measured[v][1] for v in VARIANTS}
+    # at 20 ms one env manages at most 50 steps/s; three waits that overlap beat it
+    assert slow["workers"] > 1.5 * slow["one"] and slow["batch"] > 1.5 * slow["one"]
+    assert ladder.labels["workers"] == ("3 Ape-X explorers" if explorers else "3 actors")
+    assert ladder.table().count(" ms | ") == 2
+
+
+def test_the_plot_draws_a_point_line_and_a_bound_per_variant():
+    ladder = Ladder(LadderConfig().updated({"latencies_ms": [0.0, 5.0]}), 2,
+                    {v: 0.1 for v in VARIANTS}, {v: [1000.0, 100.0] for v in VARIANTS},
+                    {v: [2000.0, 200.0] for v in VARIANTS})
+    ax = ladder.plot()
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines[:6:2]] == [ladder.labels[v] for v in VARIANTS]
+    assert [list(line.get_ydata()) for line in lines[:6]] == [[1000.0, 100.0], [2000.0, 200.0]] * 3
+    assert [line.get_color() for line in lines[:2]] == [lines[0].get_color()] * 2   # a pair
+    assert lines[1].get_linestyle() == "--"
