@@ -163,7 +163,7 @@ class DistributedTrainer(Trainer):
             name=f"{prefix}-learner", num_cpus=res["learner"],
             num_gpus=res["learner_gpus"]).remote(
             cfg, self.dims, prefix, restore["learner"] if restore else None, self.seed("learner"),
-            replay))
+            replay, Given(self.pieces, "the learner", cfg.piece_timeout_s)))
         # awaited in this order, so that a learner that failed because the parameter server
         # did is not blamed for it
         parts.start("parameter server", self.params.__ray_ready__.remote())

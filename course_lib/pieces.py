@@ -1,24 +1,30 @@
 """The attendee's own pieces in the real trainer: one way to swap a piece in, by keyword.
 
     apex.train_apex(cfg, pieces={"outbox": Outbox})                  # notebook 05's exercise
+    apex.train_apex(cfg, pieces={"find_prefix_sum": find_prefix_sum})  # notebook 04's
     sac.train_sac(cfg, pieces={"weights_follower": WeightsFollower})  # notebook 06's exercise
 
-| key                | the exercise (notebook)                              | replaces       |
-| ------------------ | ---------------------------------------------------- | -------------- |
-| `outbox`           | `Outbox(replay, send_every, priorities)` (05)        | `Worker.send`  |
-| `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls |
+| key                | the exercise (notebook)                              | replaces          |
+| ------------------ | ---------------------------------------------------- | ----------------- |
+| `outbox`           | `Outbox(replay, send_every, priorities)` (05)        | `Worker.send`     |
+| `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls  |
+| `find_prefix_sum`  | `find_prefix_sum(sums, first_leaf, target)` (04)     | the learner's     |
+|                    |                                                      | sum-tree descent  |
 
-The driver hands the classes to its workers (Ray pickles a class defined in a notebook by
-value), and each worker builds its own from them. Without `pieces` a worker runs exactly as
-before. `yours(outbox=Outbox, ...)` keeps the pieces that pass their exercise's check, so an
-attendee with a blank exercise still gets a working run, on `course_lib`'s piece.
+The driver hands the pieces to its workers and its learner (Ray pickles a class or function
+defined in a notebook by value); each worker builds its own from them. Without `pieces` every
+actor runs exactly as before. `yours(outbox=Outbox, ...)` keeps the pieces that pass their
+exercise's check, so an attendee with a blank exercise still gets a working run, on
+`course_lib`'s piece.
 
 A wrong piece ends the run with one line naming it, never a hang: every call of the piece runs
 on a thread of its own and is given `piece_timeout_s` seconds (`PieceError`: "your Outbox did
 not return from flush() within 30 s in explorer 0"); what it raises becomes "your Outbox failed
-in explorer 0: ValueError: ..."; and what it must do is checked as the worker goes (an outbox's
+in explorer 0, in add(): ValueError: ..."; and what it must do is checked as the actor goes (an
+outbox's
 `flush()` has sent every transition it was given; a follower pulled when created, at each
-episode end and at least every `pull_every` steps).
+episode end and at least every `pull_every` steps; a descent found the slot the tree's own
+descent finds).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from course_lib.errors import first_line
 from course_lib.failures import PieceError
 
@@ -35,6 +43,7 @@ from course_lib.failures import PieceError
 PIECES: dict[str, tuple[str, str, str]] = {
     "outbox": ("Outbox", "explorer send step", "check_outbox"),
     "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
+    "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
 }
 
 
@@ -83,12 +92,24 @@ class Given:
         return Follower(Guarded("weights_follower", self), ps, name, module, pull_every)
 
 
+    def descent(self, replay) -> None:
+        """Make the prioritized buffer of the `ReplayServer` `replay` sample through the
+        attendee's `find_prefix_sum` (nothing without one)."""
+        if "find_prefix_sum" not in self.pieces:
+            return
+        tree = getattr(replay.buffer, "tree", None)
+        if tree is None:
+            raise ValueError("pieces: find_prefix_sum needs a prioritized replay (Ape-X); "
+                             "this one samples uniformly")
+        tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", self), tree)
+
+
 class Guarded:
     """Builds and calls the attendee's piece `key`, each call on one thread of its own with a
     time limit, so that a failure or a hang becomes a `PieceError` naming the piece."""
 
     def __init__(self, key: str, given: Given):
-        self.cls, self.given = given.pieces[key], given
+        self.cls, self.given = given.pieces[key], given   # a class, or a function
         self.name = PIECES[key][0]
         self.pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
         self.obj = None
@@ -194,3 +215,23 @@ class Follower:
 def steps_per_pull(pull_every: int, num_envs: int) -> int:
     """A follower steps once per step of all `num_envs` envs: `pull_every` env steps in those."""
     return max(1, math.ceil(pull_every / num_envs))
+
+
+class Descent:
+    """A sum tree's `find_prefix_sum(targets)` built from the attendee's one-target descent;
+    checks each slot against the tree's own (vectorised) descent."""
+
+    def __init__(self, piece: Guarded, tree):
+        self.piece, self.tree = piece, tree
+
+    def __call__(self, targets: np.ndarray) -> np.ndarray:
+        tree, descend = self.tree, self.piece.cls
+        slots = self.piece.call("find_prefix_sum()", lambda: np.array(
+            [descend(tree.sums, tree.first_leaf, float(u)) for u in targets], dtype=np.int64))
+        expected = type(tree).find_prefix_sum(tree, targets)
+        wrong = np.flatnonzero(slots != expected)
+        if len(wrong):
+            i = wrong[0]
+            raise self.piece.broke(f"for target {targets[i]:.4g} it found slot {slots[i]}, "
+                                   f"the tree's own descent slot {expected[i]}")
+        return slots

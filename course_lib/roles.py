@@ -232,6 +232,9 @@ class LearnerActor(ABC):
     touching the buffer at once; torch releases the GIL while it computes, so an add rarely
     waits for an update.
 
+    `given`: the attendee's pieces (`course_lib.pieces`): their sum-tree descent samples
+    the buffer, if given.
+
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
 
     Calls the learner does not wait for (`publish`) go through `send_unawaited`: their refs
@@ -241,13 +244,16 @@ class LearnerActor(ABC):
     """
 
     def __init__(self, cfg: DistributedConfig, dims: tuple[int, int], prefix: str,
-                 state: dict | None, seed: int, replay: dict[str, Any]):
+                 state: dict | None, seed: int, replay: dict[str, Any],
+                 given: Given | None = None):
         torch.set_num_threads(1)
         torch.manual_seed(seed)
         if cfg.pin_learner:
             pin_this_process(learner=True)
         self.cfg = cfg
         self.replay = ReplayServer(**replay)     # capacity, spec, seed and its options
+        if given is not None:
+            given.descent(self.replay)           # the attendee's sum-tree descent, if given
         self.lock = threading.Lock()             # adds (replay thread) against samples
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)

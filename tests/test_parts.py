@@ -1,6 +1,7 @@
 """The attendee's pieces train the agent (`course_lib.pieces`): the solutions of notebook 05's
-`Outbox` and notebook 06's `WeightsFollower`, taken from the notebooks, run inside the real
-trainers' workers; a wrong piece ends the run with one line naming it, never a hang.
+`Outbox`, notebook 06's `WeightsFollower` and notebook 04's `find_prefix_sum`, taken from the
+notebooks, run inside the real trainers' workers and learner; a wrong piece ends the run with
+one line naming it, never a hang.
 
 The pieces are defined as a notebook defines them (in `__main__`), so Ray pickles them by value,
 and they report to a named actor: what the driver reads there was counted in the workers.
@@ -56,6 +57,11 @@ class TalliedOutbox(Outbox):
         self.added = 0
 
 
+def tallied_descent(sums, first_leaf, target):
+    ray.get_actor("tally").count.remote("descents", 1)
+    return find_prefix_sum(sums, first_leaf, target)
+
+
 class TalliedFollower(WeightsFollower):
     def step(self, episode_done):
         super().step(episode_done)
@@ -64,10 +70,11 @@ class TalliedFollower(WeightsFollower):
 
 
 def cell(notebook: str, tag: str, name: str) -> str:
-    """The source of the cell tagged `tag` (solution, exercise) that defines `class name`."""
+    """The source of the cell tagged `tag` (solution, exercise) that defines `name`."""
     cells = nbformat.read(next(NOTEBOOKS.glob(f"{notebook}_*.ipynb")), as_version=4).cells
     for c in cells:
-        if tag in c.metadata.get("tags", []) and f"class {name}" in c.source:
+        if tag in c.metadata.get("tags", []) and re.search(rf"^(class|def) {name}\b", c.source,
+                                                           re.MULTILINE):
             return c.source
     raise LookupError(f"no {tag} cell defines {name} in notebook {notebook}")
 
@@ -80,6 +87,7 @@ def notebook_main(ray_local):
          namespace)
     exec(cell("05", "solution", "Outbox"), namespace)
     exec(cell("06", "solution", "WeightsFollower"), namespace)
+    exec(cell("04", "solution", "find_prefix_sum"), namespace)
     exec(TALLY, namespace)
     return namespace
 
@@ -108,6 +116,27 @@ def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
     steps = ray.get(tally.read.remote())["steps"]
     assert result.last["learner_updates"] > 0
     assert steps >= result.last["env_steps"] > 0     # each env step went through its step()
+
+
+def test_apex_samples_through_the_attendees_descent(notebook_main, tally):
+    _, said = pieces.yours(find_prefix_sum=notebook_main["find_prefix_sum"])
+    assert said == "sum-tree descent: yours"
+    result = train_apex(APEX, pieces={"find_prefix_sum": notebook_main["tallied_descent"]})
+    assert result.last["learner_updates"] > 0
+    assert ray.get(tally.read.remote()).get("descents", 0) > 0   # sent from the learner
+
+
+def test_a_wrong_descent_ends_the_run_with_one_line_naming_it(notebook_main):
+    namespace = dict(notebook_main)
+    exec('''
+def off_by_one(sums, first_leaf, target):
+    return max(0, find_prefix_sum(sums, first_leaf, target) - 1)
+''', namespace)
+    with pytest.raises(PartFailedError) as caught:
+        train_apex(APEX, pieces={"find_prefix_sum": namespace["off_by_one"]})
+    line = str(caught.value)
+    assert re.match(r"^your find_prefix_sum broke its contract in the learner: for target "
+                    r"\S+ it found slot \d+, the tree's own descent slot \d+$", line), line
 
 
 def test_a_blank_exercise_is_left_out_and_said_so(ray_local):
