@@ -75,7 +75,8 @@ def yours(**candidates) -> tuple[dict[str, Any], str]:
 
 @dataclass
 class Given:
-    """The pieces one worker uses and its name in messages ("explorer 0")."""
+    """The attendee's pieces, as one actor gets them, and its name in messages ("explorer 0",
+    "the learner"); each method builds the actor's piece from them, or None if not given."""
 
     pieces: dict[str, Any]
     where: str
@@ -90,7 +91,6 @@ class Given:
         if "weights_follower" not in self.pieces:
             return None
         return Follower(Guarded("weights_follower", self), ps, name, module, pull_every)
-
 
     def descent(self, replay) -> None:
         """Make the prioritized buffer of the `ReplayServer` `replay` sample through the
