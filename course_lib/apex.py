@@ -74,10 +74,11 @@ class Explorer(Worker):
     """A worker that plays eps_i-greedy, stores n-step transitions, and sends each batch with
     initial priorities |TD error| from its own copy of the network."""
 
-    def __init__(self, index: int, cfg: ApexConfig, prefix: str, seed: int, epsilon: float):
+    def __init__(self, index: int, cfg: ApexConfig, prefix: str, seed: int, epsilon: float,
+                 given=None):
         self.epsilon = epsilon
         self.nsteps = [NStepBuffer(cfg.n_step, cfg.gamma) for _ in range(cfg.num_envs)]
-        super().__init__(index, cfg, prefix, seed)
+        super().__init__(index, cfg, prefix, seed, given)
 
     def make_net(self, obs_dim: int, n_actions: int) -> DuelingQNet:
         self.n_actions = n_actions
@@ -151,10 +152,13 @@ class ApexTrainer(DistributedTrainer):
         return {**super().extras(), "epsilons": self.epsilons}
 
 
-def train_apex(config: ApexConfig, progress=None, run=None, restore: dict | str | None = None):
+def train_apex(config: ApexConfig, progress=None, run=None, restore: dict | str | None = None,
+               pieces: dict | None = None):
     """Train Ape-X until a stop criterion of `config` holds; a `results.TrainResult` (see
-    `trainer.train_with` for progress, run and restore). Starts Ray if it is not running."""
-    return train_with(ApexTrainer, config, progress=progress, run=run, restore=restore)
+    `trainer.train_with` for progress, run and restore; `course_lib.pieces` for pieces).
+    Starts Ray if it is not running."""
+    return train_with(ApexTrainer, config, progress=progress, run=run, restore=restore,
+                      pieces=pieces)
 
 
 #: what `python -m course_lib train --algo apex` runs (see `course_lib.cli`)

@@ -55,6 +55,7 @@ from course_lib.envs import NonFiniteError, env_dims, make_env
 from course_lib.errors import first_line
 from course_lib.failures import Parts, WorkerDiedError
 from course_lib.param_server import ParameterServer
+from course_lib.pieces import Given, check_keys
 from course_lib.placement import actor_resources, check_gpus, check_pinning, started_here
 from course_lib.ray_setup import init_ray
 from course_lib.results import OutOfTime
@@ -71,7 +72,7 @@ class DistributedConfig(TrainerConfig):
         "pull_every": ">= 1", "publish_every": ">= 1", "worker_chunk": ">= 1",
         "learner_chunk": ">= 1", "max_lag_updates": ">= 0", "eval_every_s": ">= 0",
         "learner_cpus": ">= 0", "learner_gpus": ">= 0", "worker_cpus": ">= 0",
-        "max_worker_restarts": ">= 0"}
+        "max_worker_restarts": ">= 0", "piece_timeout_s": "> 0"}
 
     num_workers: int = 2              # worker actors (Ape-X: explorers)
     num_envs: int = 1                 # envs each worker steps as one batch (one forward pass)
@@ -87,6 +88,7 @@ class DistributedConfig(TrainerConfig):
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
     pin_learner: bool = False         # Linux, one machine: the learner alone on the last core
+    piece_timeout_s: float = 30.0     # seconds a call of an attendee's piece (pieces=) may take
 
 
 
@@ -119,9 +121,12 @@ class DistributedTrainer(Trainer):
     Learner: ClassVar[type]               # the ray.remote learner class
     worker_name: ClassVar[str] = "worker"  # what the algorithm calls a worker, for messages
 
-    def __init__(self, config: DistributedConfig, restore: dict | None = None):
+    def __init__(self, config: DistributedConfig, restore: dict | None = None,
+                 pieces: dict[str, Any] | None = None):
         super().__init__(config, restore)
         cfg = self.cfg
+        check_keys(pieces or {})
+        self.pieces = pieces or {}            # the attendee's, by key (`course_lib.pieces`)
         env = make_env(cfg.env_id)
         self.check_env(env)
         self.dims = env_dims(env)
@@ -158,7 +163,7 @@ class DistributedTrainer(Trainer):
             name=f"{prefix}-learner", num_cpus=res["learner"],
             num_gpus=res["learner_gpus"]).remote(
             cfg, self.dims, prefix, restore["learner"] if restore else None, self.seed("learner"),
-            replay))
+            replay, Given(self.pieces, "the learner", cfg.piece_timeout_s)))
         # awaited in this order, so that a learner that failed because the parameter server
         # did is not blamed for it
         parts.start("parameter server", self.params.__ray_ready__.remote())
@@ -166,7 +171,8 @@ class DistributedTrainer(Trainer):
         self.workers = [parts.add(f"{self.worker_name} {i}", self.Worker.options(
             num_cpus=res["worker"], scheduling_strategy="SPREAD",   # across a cluster's nodes
             max_restarts=cfg.max_worker_restarts, max_task_retries=-1).remote(
-                i, cfg, prefix, self.seed("worker", i), **self.worker_options(i)))
+                i, cfg, prefix, self.seed("worker", i), **self.worker_options(i),
+                given=Given(self.pieces, f"{self.worker_name} {i}", cfg.piece_timeout_s)))
             for i in range(cfg.num_workers)]
         self.evaluator = parts.add("evaluator", Evaluator.options(
             num_cpus=res["evaluator"]).remote(*self.evaluation_functions()))

@@ -37,6 +37,11 @@ class PartFailedError(RuntimeError):
     """A part of a running distributed trainer failed; the message starts with its name."""
 
 
+class PieceError(RuntimeError):
+    """An attendee's piece (`course_lib.pieces`) failed, hung or broke its contract; the
+    message names the piece and the actor it ran in, and is the run's one line."""
+
+
 def crash_report(err: Exception, run_path) -> str:
     """The one line a crashed run shows (the part that failed, or the error's first line);
     the full traceback goes to the run folder's `error.txt`."""
@@ -56,7 +61,8 @@ def reason(err: BaseException) -> str:
     if isinstance(err, RayTaskError):
         return reason(err.cause) if err.cause is not None else _last_line(str(err))
     if isinstance(err, RayActorError) and err.actor_init_failed:
-        return _last_line(str(err))        # "...Traceback...\nModule.Error: what went wrong"
+        line = _last_line(str(err))        # "...Traceback...\nModule.Error: what went wrong"
+        return line.split("PieceError: ", 1)[-1]   # a piece's message says it all
     if isinstance(err, RayActorError):     # Ray's line, then its "\tkey: value" details,
         lines = str(err).strip().splitlines() or [type(err).__name__]   # then why, if known
         why = [line.strip() for line in lines[1:] if line.strip() and not line.startswith("\t")]
@@ -112,6 +118,8 @@ class Parts:
         if dead is not None:
             return PartFailedError(f"the {self.name_of(dead.actor_id, part)} died: "
                                    f"{reason(dead)}")
+        if isinstance(getattr(err, "cause", None), PieceError):
+            return PartFailedError(str(err.cause))       # it names the piece and the actor
         return PartFailedError(f"{part} failed: {reason(err)}")
 
     def is_own_death(self, err: BaseException, part: str) -> bool:

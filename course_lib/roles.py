@@ -26,6 +26,7 @@ from course_lib.envs import EnvBatch, check_finite, env_dims
 from course_lib.errors import first_line
 from course_lib.nets import set_weights
 from course_lib.param_server import get_result, pull_into
+from course_lib.pieces import Given, steps_per_pull
 from course_lib.replay.nstep import stack_transitions
 from course_lib.replay.server import ReplayServer
 from course_lib.trainer import derive_seed
@@ -73,6 +74,10 @@ class Worker(ABC):
     buffer's own count of stored transitions after this worker's last add, or None if it sent
     nothing.
 
+    `given`: the attendee's pieces this worker uses (`course_lib.pieces`): their outbox
+    instead of `send`'s, flushed at the end of each `run`; their weights follower instead of
+    the pulls below. None: the worker's own.
+
     Several envs per worker is how Sample Factory and EnvPool make acting cheap: one forward
     pass chooses the actions of all of them, and an env whose step waits on something remote
     (`env_latency_ms`) waits once for all of them.
@@ -85,7 +90,8 @@ class Worker(ABC):
 
     pull_at_episode_end: ClassVar[bool] = False   # also pull when an episode ends (SAC)
 
-    def __init__(self, index: int, cfg: DistributedConfig, prefix: str, seed: int):
+    def __init__(self, index: int, cfg: DistributedConfig, prefix: str, seed: int,
+                 given: Given | None = None):
         torch.set_num_threads(1)
         if cfg.pin_learner:
             pin_this_process(learner=False)
@@ -104,9 +110,14 @@ class Worker(ABC):
         self.outbox: list[dict] = []          # transitions not sent yet
         self.adding = None                    # the replay add still in flight (at most one)
         self.net = self.make_net(*env_dims(self.envs.envs[0]))
-        self.version = pull_into(self.params, POLICY, self.net)
-        if self.version < 0:
-            raise RuntimeError("a worker started before the learner published its weights")
+        given = given or Given({}, "", 0.0)
+        self.own_outbox = given.outbox(self.replay, cfg.send_every, self.priorities)
+        self.follower = given.follower(self.params, POLICY, self.net,
+                                       steps_per_pull(cfg.pull_every, cfg.num_envs))
+        if self.follower is None:
+            self.version = pull_into(self.params, POLICY, self.net)
+            if self.version < 0:
+                raise RuntimeError("a worker started before the learner published its weights")
 
     def pid(self) -> int:
         """This worker's process id (a new one after a restart)."""
@@ -142,9 +153,15 @@ class Worker(ABC):
             if len(self.outbox) >= cfg.send_every:
                 sent = self.send()
                 inserted = inserted if sent is None else sent
-            if self.since_pull >= cfg.pull_every or (self.pull_at_episode_end and ended.any()):
+            if self.follower is not None:
+                self.follower.step(ended.any())
+            elif self.since_pull >= cfg.pull_every or (self.pull_at_episode_end and
+                                                      ended.any()):
                 self.version = pull_into(self.params, POLICY, self.net, self.version)
                 self.since_pull = 0
+        if self.own_outbox is not None:           # the attendee's: everything given is stored
+            self.send()
+            inserted = self.own_outbox.flush()
         if self.adding is not None:               # what we report is really stored
             inserted = get_result(self.adding)
             self.adding = None
@@ -155,7 +172,12 @@ class Worker(ABC):
         """The outbox to the learner's replay (with initial priorities if the algorithm has
         them). At most one add is in flight: waiting for the previous one is the back-pressure
         that keeps a fast worker from flooding a busy learner. Returns the replay's count
-        after the previous add, if there was one."""
+        after the previous add, if there was one. With the attendee's outbox: the transitions
+        go to it, and it sends them (None)."""
+        if self.own_outbox is not None:
+            self.own_outbox.add(self.outbox)
+            self.outbox = []
+            return None
         batch = stack_transitions(self.outbox)
         self.outbox = []
         priorities = self.priorities(batch)
@@ -210,6 +232,9 @@ class LearnerActor(ABC):
     touching the buffer at once; torch releases the GIL while it computes, so an add rarely
     waits for an update.
 
+    `given`: the attendee's pieces (`course_lib.pieces`): their sum-tree descent samples
+    the buffer, if given.
+
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
 
     Calls the learner does not wait for (`publish`) go through `send_unawaited`: their refs
@@ -219,13 +244,16 @@ class LearnerActor(ABC):
     """
 
     def __init__(self, cfg: DistributedConfig, dims: tuple[int, int], prefix: str,
-                 state: dict | None, seed: int, replay: dict[str, Any]):
+                 state: dict | None, seed: int, replay: dict[str, Any],
+                 given: Given | None = None):
         torch.set_num_threads(1)
         torch.manual_seed(seed)
         if cfg.pin_learner:
             pin_this_process(learner=True)
         self.cfg = cfg
         self.replay = ReplayServer(**replay)     # capacity, spec, seed and its options
+        if given is not None:
+            given.descent(self.replay)           # the attendee's sum-tree descent, if given
         self.lock = threading.Lock()             # adds (replay thread) against samples
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)

@@ -293,13 +293,15 @@ class Trainer(ABC):
         return self.evaluated.weights
 
 
-def train_with(trainer_class, config, progress=None, run=None, restore=None):
+def train_with(trainer_class, config, progress=None, run=None, restore=None, pieces=None):
     """Run `trainer_class(config, restore)` through `results.run_training`; a TrainResult.
 
     `progress`: True for a live display (notebook) or bar (terminal), or a callable given each
     row. `run`: a `results.Run` that logs rows and writes checkpoints. `restore`: a checkpoint
-    (path or loaded dict) to continue from; its algorithm and env must match.
+    (path or loaded dict) to continue from; its algorithm and env must match. `pieces`: the
+    attendee's pieces a distributed trainer's workers use (`course_lib.pieces`).
     """
     if isinstance(restore, str | os.PathLike):
         restore = load_checkpoint(restore, algo=trainer_class.algo, env_id=config.env_id)
-    return run_training(trainer_class(config, restore), config, progress=progress, run=run)
+    trainer = trainer_class(config, restore, **({"pieces": pieces} if pieces else {}))
+    return run_training(trainer, config, progress=progress, run=run)

@@ -94,8 +94,9 @@ class RolloutWorker(Worker):
 
     pull_at_episode_end = True
 
-    def __init__(self, index: int, cfg: SACConfig, prefix: str, seed: int, random_steps: int):
-        super().__init__(index, cfg, prefix, seed)
+    def __init__(self, index: int, cfg: SACConfig, prefix: str, seed: int, random_steps: int,
+                 given=None):
+        super().__init__(index, cfg, prefix, seed, given)
         self.random_steps = 0 if self.restarted else random_steps
         space = self.envs.envs[0].action_space
         self.low, self.high = space.low, space.high
@@ -189,10 +190,13 @@ class SACTrainer(DistributedTrainer):
         return {"utd": self.ratio_held()}
 
 
-def train_sac(config: SACConfig, progress=None, run=None, restore: dict | str | None = None):
+def train_sac(config: SACConfig, progress=None, run=None, restore: dict | str | None = None,
+              pieces: dict | None = None):
     """Train parallel SAC until a stop criterion of `config` holds; a `results.TrainResult`
-    (see `trainer.train_with` for progress, run and restore). Starts Ray if it is not running."""
-    return train_with(SACTrainer, config, progress=progress, run=run, restore=restore)
+    (see `trainer.train_with` for progress, run and restore; `course_lib.pieces` for pieces).
+    Starts Ray if it is not running."""
+    return train_with(SACTrainer, config, progress=progress, run=run, restore=restore,
+                      pieces=pieces)
 
 
 def deterministic_policy(checkpoint: dict):

@@ -1,0 +1,237 @@
+"""The attendee's own pieces in the real trainer: one way to swap a piece in, by keyword.
+
+    apex.train_apex(cfg, pieces={"outbox": Outbox})                  # notebook 05's exercise
+    apex.train_apex(cfg, pieces={"find_prefix_sum": find_prefix_sum})  # notebook 04's
+    sac.train_sac(cfg, pieces={"weights_follower": WeightsFollower})  # notebook 06's exercise
+
+| key                | the exercise (notebook)                              | replaces          |
+| ------------------ | ---------------------------------------------------- | ----------------- |
+| `outbox`           | `Outbox(replay, send_every, priorities)` (05)        | `Worker.send`     |
+| `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls  |
+| `find_prefix_sum`  | `find_prefix_sum(sums, first_leaf, target)` (04)     | the learner's     |
+|                    |                                                      | sum-tree descent  |
+
+The driver hands the pieces to its workers and its learner (Ray pickles a class or function
+defined in a notebook by value); each worker builds its own from them. Without `pieces` every
+actor runs exactly as before. `yours(outbox=Outbox, ...)` keeps the pieces that pass their
+exercise's check, so an attendee with a blank exercise still gets a working run, on
+`course_lib`'s piece.
+
+A wrong piece ends the run with one line naming it, never a hang: every call of the piece runs
+on a thread of its own and is given `piece_timeout_s` seconds (`PieceError`: "your Outbox did
+not return from flush() within 30 s in explorer 0"); what it raises becomes "your Outbox failed
+in explorer 0, in add(): ValueError: ..."; and what it must do is checked as the actor goes (an
+outbox's
+`flush()` has sent every transition it was given; a follower pulled when created, at each
+episode end and at least every `pull_every` steps; a descent found the slot the tree's own
+descent finds).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from course_lib.errors import first_line
+from course_lib.failures import PieceError
+
+#: key -> (the exercise's name, what it is, its checker in `course_lib.exercises`)
+PIECES: dict[str, tuple[str, str, str]] = {
+    "outbox": ("Outbox", "explorer send step", "check_outbox"),
+    "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
+    "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
+}
+
+
+def check_keys(pieces: dict[str, Any]) -> None:
+    """ValueError (one line) for a key that names no piece."""
+    for key in pieces:
+        if key not in PIECES:
+            raise ValueError(f"pieces: unknown piece {key!r}; the pieces are "
+                             f"{', '.join(map(repr, PIECES))}")
+
+
+def yours(**candidates) -> tuple[dict[str, Any], str]:
+    """(the pieces that pass their exercise's check, one line saying whose each piece is):
+    `yours(outbox=Outbox)` -> ({"outbox": Outbox}, "explorer send step: yours"). A piece that
+    fails its check is left out: the trainer then uses `course_lib`'s."""
+    from course_lib import exercises
+
+    check_keys(candidates)
+    chosen, said = {}, []
+    for key, piece in candidates.items():
+        _, title, checker = PIECES[key]
+        result = getattr(exercises, checker)(piece)
+        if result.passed:
+            chosen[key] = piece
+        said.append(f"{title}: " + ("yours" if result.passed else
+                                    f"course_lib's (yours: {result.message})"))
+    return chosen, "; ".join(said)
+
+
+@dataclass
+class Given:
+    """The attendee's pieces, as one actor gets them, and its name in messages ("explorer 0",
+    "the learner"); each method builds the actor's piece from them, or None if not given."""
+
+    pieces: dict[str, Any]
+    where: str
+    timeout_s: float
+
+    def outbox(self, replay, send_every: int, priorities) -> SentOutbox | None:
+        if "outbox" not in self.pieces:
+            return None
+        return SentOutbox(Guarded("outbox", self), replay, send_every, priorities)
+
+    def follower(self, ps, name: str, module, pull_every: int) -> Follower | None:
+        if "weights_follower" not in self.pieces:
+            return None
+        return Follower(Guarded("weights_follower", self), ps, name, module, pull_every)
+
+    def descent(self, replay) -> None:
+        """Make the prioritized buffer of the `ReplayServer` `replay` sample through the
+        attendee's `find_prefix_sum` (nothing without one)."""
+        if "find_prefix_sum" not in self.pieces:
+            return
+        tree = getattr(replay.buffer, "tree", None)
+        if tree is None:
+            raise ValueError("pieces: find_prefix_sum needs a prioritized replay (Ape-X); "
+                             "this one samples uniformly")
+        tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", self), tree)
+
+
+class Guarded:
+    """Builds and calls the attendee's piece `key`, each call on one thread of its own with a
+    time limit, so that a failure or a hang becomes a `PieceError` naming the piece."""
+
+    def __init__(self, key: str, given: Given):
+        self.cls, self.given = given.pieces[key], given   # a class, or a function
+        self.name = PIECES[key][0]
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
+        self.obj = None
+
+    def build(self, *args) -> None:
+        self.obj = self.call("__init__", self.cls, *args)
+
+    def method(self, name: str, *args):
+        return self.call(f"{name}()", getattr(self.obj, name), *args)
+
+    def call(self, what: str, fn, *args):
+        future = self.pool.submit(fn, *args)
+        try:
+            return future.result(timeout=self.given.timeout_s)
+        except TimeoutError:
+            raise PieceError(f"your {self.name} did not return from {what} within "
+                             f"{self.given.timeout_s:g} s in {self.given.where} "
+                             "(piece_timeout_s)") from None
+        except PieceError:
+            raise
+        except Exception as err:
+            raise PieceError(f"your {self.name} failed in {self.given.where}, in {what}: "
+                             f"{first_line(err)}") from None
+
+    def broke(self, contract: str) -> PieceError:
+        return PieceError(f"your {self.name} broke its contract in {self.given.where}: "
+                          f"{contract}")
+
+
+class _CountingReplay:
+    """The replay handle the attendee's outbox is given: forwards `add.remote` and counts the
+    transitions sent; keeps the last add's ref (the replay's count of stored transitions)."""
+
+    def __init__(self, replay):
+        self.replay, self.sent, self.last = replay, 0, None
+        self.add = self
+
+    def remote(self, batch, priorities=None):
+        self.sent += len(next(iter(batch.values())))
+        self.last = self.replay.add.remote(batch, priorities)
+        return self.last
+
+
+class SentOutbox:
+    """A worker's outbox built from the attendee's `Outbox`; `flush()` returns the replay's
+    count of stored transitions after the last add, and checks that every transition given
+    was sent."""
+
+    def __init__(self, piece: Guarded, replay, send_every: int, priorities):
+        self.piece, self.replay, self.given = piece, _CountingReplay(replay), 0
+        piece.build(self.replay, send_every, priorities)
+
+    def add(self, transitions: list[dict]) -> None:
+        for transition in transitions:
+            self.piece.method("add", transition)
+        self.given += len(transitions)
+
+    def flush(self) -> int | None:
+        from course_lib.param_server import get_result
+
+        self.piece.method("flush")
+        if self.replay.sent != self.given:
+            raise self.piece.broke(f"{self.given} transitions added, {self.replay.sent} sent "
+                                   "by the end of flush() (flush sends what is left)")
+        return None if self.replay.last is None else get_result(self.replay.last)
+
+
+class _CountingServer:
+    """The parameter server handle the attendee's follower is given: counts `pull.remote`."""
+
+    def __init__(self, ps):
+        self.ps, self.pulls = ps, 0
+        self.pull = self
+
+    def remote(self, name, known_version=-1):
+        self.pulls += 1
+        return self.ps.pull.remote(name, known_version)
+
+
+class Follower:
+    """A worker's weights follower built from the attendee's `WeightsFollower`; checks that it
+    pulled when created, at every episode end and at least every `pull_every` steps."""
+
+    def __init__(self, piece: Guarded, ps, name: str, module, pull_every: int):
+        self.piece, self.ps, self.pull_every = piece, _CountingServer(ps), pull_every
+        piece.build(self.ps, name, module, pull_every)
+        if self.ps.pulls == 0:
+            raise piece.broke("it did not pull when created (the worker would play with "
+                              "random weights)")
+        self.seen, self.since_pull = self.ps.pulls, 0
+
+    def step(self, episode_done: bool) -> None:
+        self.piece.method("step", bool(episode_done))
+        self.since_pull += 1
+        due = episode_done or self.since_pull >= self.pull_every
+        if self.ps.pulls > self.seen:
+            self.seen, self.since_pull = self.ps.pulls, 0
+        elif due:
+            why = "an episode ended" if episode_done else f"{self.since_pull} steps passed"
+            raise self.piece.broke(f"{why} without a pull (pull_every={self.pull_every})")
+
+
+def steps_per_pull(pull_every: int, num_envs: int) -> int:
+    """A follower steps once per step of all `num_envs` envs: `pull_every` env steps in those."""
+    return max(1, math.ceil(pull_every / num_envs))
+
+
+class Descent:
+    """A sum tree's `find_prefix_sum(targets)` built from the attendee's one-target descent;
+    checks each slot against the tree's own (vectorised) descent."""
+
+    def __init__(self, piece: Guarded, tree):
+        self.piece, self.tree = piece, tree
+
+    def __call__(self, targets: np.ndarray) -> np.ndarray:
+        tree, descend = self.tree, self.piece.cls
+        slots = self.piece.call("find_prefix_sum()", lambda: np.array(
+            [descend(tree.sums, tree.first_leaf, float(u)) for u in targets], dtype=np.int64))
+        expected = type(tree).find_prefix_sum(tree, targets)
+        wrong = np.flatnonzero(slots != expected)
+        if len(wrong):
+            i = wrong[0]
+            raise self.piece.broke(f"for target {targets[i]:.4g} it found slot {slots[i]}, "
+                                   f"the tree's own descent slot {expected[i]}")
+        return slots
