@@ -13,7 +13,7 @@ Evaluation envs stay fast. For each latency, one after the other in one Ray inst
 | sb3      | Stable-Baselines3 DQN, RL Zoo settings (`bench/sb3.py`), its env with the latency |
 | vec-N    | single-process DQN stepping N envs as one batch: one forward pass, and the N    |
 |          | requests wait together (latency paid once per batch, as with async env calls)  |
-| apex-N   | Ape-X with N explorers (CLI defaults otherwise)                                 |
+| apex-N   | Ape-X with N explorers (CLI defaults otherwise: each steps `num_envs` envs)     |
 
 Each run stops at a greedy mean return >= 475 (10 episodes, confirmed on 20 fresh ones that
 meet it on their own) or at its budget. Reported per (latency, variant): the median and the
@@ -23,8 +23,9 @@ started: Ray's daemons, actors and idle workers, read from the OS at the stoppin
 
 The bound beside each curve is Amdahl's, from per-step costs measured in the same run
 (bare, one process): per transition, one process pays t_act + L + u t_update (u: updates per
-transition); N explorers at best max((t_act + L) / N, u t_update, (t_act + u t_update) /
-cores), times the run's own env steps to the goal. A cheap env (L = 0) leaves nothing to win;
+transition); N explorers, each stepping k envs as a batch (one wait of L per batch step), at
+best max((t_act + L / k) / N, u t_update, (t_act + u t_update) / cores), times the run's
+own env steps to the goal. A cheap env (L = 0) leaves nothing to win;
 an env whose cost is paid elsewhere is where N explorers pay.
 
 Targets (issue "Distribution that pays"): at 2 ms, the best apex-N reaches 475 in <= 0.35x
@@ -119,7 +120,8 @@ def step_costs(seconds: float, steps: int) -> dict[str, float]:
     cfg = ApexConfig()
     return {"act_ms": sum(pieces.values()) / 1_000,
             "update_ms": 1_000 / bare_learner_rate("apex", seconds),
-            "updates_per_transition": cfg.replay_ratio / cfg.batch_size}
+            "updates_per_transition": cfg.replay_ratio / cfg.batch_size,
+            "envs_per_explorer": cfg.num_envs}
 
 
 def bound_s(variant: str, latency_ms: float, env_steps: float, costs: dict,
@@ -127,8 +129,9 @@ def bound_s(variant: str, latency_ms: float, env_steps: float, costs: dict,
     """Amdahl's best case: seconds for `env_steps` transitions (see the module docstring)."""
     act, update = costs["act_ms"], costs["update_ms"] * costs["updates_per_transition"]
     name, _, n = variant.partition("-")
-    if name == "apex":
-        per = max((act + latency_ms) / int(n), update, (act + update) / cores)
+    if name == "apex":                    # each explorer waits once for its batch of envs
+        waits = latency_ms / costs.get("envs_per_explorer", 1)
+        per = max((act + waits) / int(n), update, (act + update) / cores)
     elif name == "vec":
         per = act + latency_ms / int(n) + update
     else:

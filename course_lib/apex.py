@@ -65,6 +65,7 @@ class ApexConfig(DistributedConfig, DQNSettings):
                              "learning_starts": 500}
     LIMITS: ClassVar[dict[str, str]] = {"eps": "[0, 1]", "eps_alpha": ">= 0"}
     num_workers: int = 4              # explorer actors (cheap: they wait while the learner works)
+    num_envs: int = 4                 # envs each explorer steps as one batch (one forward pass)
     eps: float = 0.4                  # eps_i = eps^(1 + eps_alpha * i / (N-1))
     eps_alpha: float = 7.0            # how fast eps_i falls from explorer 0 to N-1
 
