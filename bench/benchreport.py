@@ -200,6 +200,11 @@ def section_overhead(r: dict) -> str:
     rows = [{"what": f"{algo} learner (updates/s)", "bare": r[algo]["learner"]["bare_updates_s"],
              "distributed": r[algo]["learner"]["distributed_updates_s"],
              "ratio": r[algo]["learner"]["ratio"]} for algo in ("apex", "sac")]
+    if "learner_vs_local_replay" in r["apex"]:
+        local = r["apex"]["learner_vs_local_replay"]
+        rows.insert(1, {"what": "apex learner against one process sampling a local PER",
+                        "bare": local["bare_updates_s"],
+                        "distributed": local["distributed_updates_s"], "ratio": local["ratio"]})
     rows += [{"what": f"{e['n']} explorer(s) (env steps/s)", "bare": e["bare_steps_s"],
               "distributed": e["distributed_steps_s"], "ratio": e["ratio"]}
              for e in r["apex"]["explorers"]]

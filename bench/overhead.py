@@ -7,8 +7,10 @@ done bare, in one plain process, on the same machine in the same run.
 | ----------------------- | ------------------------------ | --------------------------------- |
 | Ape-X learner updates/s | `DQNLearner.update` on one     | the learner actor of an Ape-X run |
 |                         | batch, looped                  | (CLI default config, 4 explorers) |
-| explorer env steps/s,   | n plain processes: `env.step`  | the n explorers of an Ape-X run   |
-| n = 1, 2, 4             | + `epsilon_greedy` (eps_i)     | whose learner has nothing to do   |
+| the same learner        | one process: prioritized       | the learner actor, as above       |
+| (updates/s)             | sample, update, priorities back |                                   |
+| explorer env steps/s,   | n plain processes: `num_envs`  | the n explorers of an Ape-X run   |
+| n = 1, 2, 4             | envs, one batched forward      | whose learner has nothing to do   |
 | SAC learner updates/s   | `SACLearner.update` on one     | the learner actor of a SAC run    |
 |                         | batch, looped                  | (CLI default config, 2 workers)   |
 | CPU ms per learner      | one process: the env steps,    | every process of an Ape-X run     |
@@ -71,7 +73,8 @@ from course_lib.dqn import (
     make_learner,
     td_errors,
 )
-from course_lib.envs import evaluate_policy, make_env
+from course_lib.dqn.learner import epsilon_greedy_batch
+from course_lib.envs import EnvBatch, evaluate_policy, make_env
 from course_lib.replay import (
     NStepBuffer,
     PrioritizedReplayBuffer,
@@ -133,22 +136,20 @@ def bare_learner_rate(kind: str, seconds: float) -> float:
 
 
 def bare_explorer(i: int, n: int, seconds: float, barrier, steps_out) -> None:
-    """One plain process: CartPole with explorer i's eps_i-greedy action from the CLI-default
-    network (a forward pass unless the step explores), for `seconds` after every process has
-    reached `barrier`; puts its env step count on `steps_out`."""
+    """One plain process: explorer i's `num_envs` CartPole envs stepped as one batch
+    (`envs.EnvBatch`) with its eps_i-greedy actions from the CLI-default network (one forward
+    pass per batch), for `seconds` after every process has reached `barrier`; puts its env
+    step count on `steps_out`."""
     torch.set_num_threads(1)
     cfg = ApexConfig()
-    env, rng = make_env(cfg.env_id), np.random.default_rng(i)
+    envs, rng = EnvBatch(cfg.env_id, cfg.num_envs, seed=100 * i), np.random.default_rng(i)
     net = DuelingQNet(4, 2, tuple(cfg.hidden))
     eps = epsilon_for_explorer(i, n, cfg.eps, cfg.eps_alpha)
-    obs, _ = env.reset(seed=i)
     barrier.wait()
     steps, end = 0, time.perf_counter() + seconds
     while time.perf_counter() < end:
-        obs, _, terminated, truncated, _ = env.step(epsilon_greedy(net, obs, eps, rng, 2))
-        steps += 1
-        if terminated or truncated:
-            obs, _ = env.reset()
+        envs.step(epsilon_greedy_batch(net, envs.obs, eps, rng, 2))
+        steps += cfg.num_envs
     steps_out.put(steps)
 
 
@@ -164,6 +165,27 @@ def bare_explorers_rate(n: int, seconds: float) -> float:
     for p in procs:
         p.join()
     return total / seconds
+
+
+def bare_learner_with_replay_rate(seconds: float) -> float:
+    """Updates/s of the CLI-default Ape-X learner in one plain process that does what the
+    learner actor does per update: a prioritized sample of fresh transitions from a local
+    buffer (filled with random ones), the update, and the new priorities written back."""
+    torch.set_num_threads(1)
+    cfg, rng = ApexConfig(), np.random.default_rng(0)
+    learner = make_learner(cfg, 4, 2, "cpu")
+    buffer = PrioritizedReplayBuffer(cfg.buffer_size, transition_spec((4,), n_step=True),
+                                     alpha=cfg.priority_alpha, seed=0)
+    for _ in range(cfg.buffer_size // 1_000):
+        batch = random_batch(rng, 1_000, 4, 2, True)
+        del batch["weights"]
+        buffer.add(batch, rng.uniform(0.1, 2.0, 1_000))
+
+    def update() -> None:
+        batch = buffer.sample(cfg.batch_size, cfg.priority_beta)
+        buffer.update_priorities(batch["indices"], learner.update(batch)["priorities"])
+
+    return rate(update, seconds)
 
 
 def bare_learner_beside_explorer(seconds: float) -> float:
@@ -354,6 +376,8 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
     # -- bare loops first, before Ray starts any process ------------------------------------
     bare = {"apex": bare_learner_rate("apex", times["bare_s"]),
             "sac": bare_learner_rate("sac", times["bare_s"])}
+    with_replay = bare_learner_with_replay_rate(times["bare_s"])
+    log(f"bare Ape-X learner sampling a local prioritized buffer: {with_replay:,.0f} updates/s")
     log(f"bare learners: Ape-X {bare['apex']:,.0f} updates/s, SAC {bare['sac']:,.0f} updates/s")
     bare_explorers = {n: bare_explorers_rate(n, times["bare_s"]) for n in EXPLORERS}
     log("bare explorers: " + ", ".join(f"{n}: {r:,.0f} env steps/s"
@@ -364,7 +388,8 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
     log(f"one process, Ape-X's work: {single['cpu_ms_per_update']:.2f} CPU ms per update")
     diagnostics = {"explorer_step_costs": explorer_step_costs(1_000 if quick else 5_000),
                    "evaluation_at_goal": evaluation_cost(1 if quick else 3),
-                   "bare_learner_beside_explorer_updates_s": round(beside, 1)}
+                   "bare_learner_beside_explorer_updates_s": round(beside, 1),
+                   "bare_learner_with_replay_updates_s": round(with_replay, 1)}
     # -- the same work inside the running systems ------------------------------------------
     apex_cfg = ApexConfig().updated({"target_return": None, "max_env_steps": None,
                                      "max_time_s": None})
@@ -406,6 +431,7 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
                     "windows_s": times}
     result = {
         "apex": {"learner": ratio_row(bare["apex"], apex["updates_s"], "updates"),
+                 "learner_vs_local_replay": ratio_row(with_replay, apex["updates_s"], "updates"),
                  "explorers": [{"n": n, **ratio_row(bare_explorers[n], explorers[n], "steps")}
                                for n in EXPLORERS]},
         "sac": {"learner": ratio_row(bare["sac"], sac["updates_s"], "updates")},
