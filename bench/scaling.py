@@ -1,7 +1,7 @@
 """Where distribution pays: time, env steps and CPU to CartPole 475 as each env step gets slower.
 
     python bench/scaling.py [--quick] [--latencies 0 0.5 2 5] [--explorers 1 2 4 8]
-                            [--seeds 0 1 2 3 4] [--variants dqn sb3 vec apex]
+                            [--seeds 0 1 2 3 4] [--variants dqn sb3 vec apex] [--add-to]
 
 A training env step waits `env_latency_ms` (`envs.Latency`: a sleep, no CPU), as an env whose
 cost is paid elsewhere would: a simulator on another machine, a robot, a game server.
@@ -36,9 +36,11 @@ the time of dqn and of sb3 (medians); at 0 ms, the best apex-N no slower than dq
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -214,6 +216,23 @@ def bench_scaling(latencies, explorers, seeds, variants, quick: bool, log=print)
             "runs": runs, "summary": rows, "targets": {} if quick else check_targets(rows)}
 
 
+def merged(earlier: dict, new: dict) -> dict:
+    """`new` with the runs of `earlier` it did not repeat (same latency, variant and seed), the
+    summary and targets recomputed: a ladder run one rung at a time. Each run keeps the load
+    it was measured at (`loads`); the bound uses the newest per-step costs."""
+    done = {(r["latency_ms"], r["variant"], r["seed"]) for r in new["runs"]}
+    runs = [r for r in earlier["runs"] if (r["latency_ms"], r["variant"], r["seed"]) not in done]
+    runs = sorted(runs + new["runs"], key=lambda r: (r["latency_ms"], r["variant"], r["seed"]))
+    rows = summarise(runs, new["costs"], new["config"]["cores"])
+    loads = [*earlier.get("loads", [[earlier["load_before"], earlier["load_after"]]]),
+             [new["load_before"], new["load_after"]]]
+    config = {**new["config"], "latencies_ms": sorted({r["latency_ms"] for r in runs}),
+              "seeds": sorted({r["seed"] for r in runs}),
+              "variants": list(dict.fromkeys(r["variant"] for r in runs))}
+    return {**new, "config": config, "runs": runs, "summary": rows, "loads": loads,
+            "targets": {} if config["quick"] else check_targets(rows)}
+
+
 # ---------------------------------------------------------------------------------------------
 # The report: a section of bench/RESULTS.md and a figure (bench/benchreport.py calls these)
 # ---------------------------------------------------------------------------------------------
@@ -284,12 +303,16 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["dqn", "sb3", "vec", "apex"],
                         choices=["dqn", "sb3", "vec", "apex"])
     parser.add_argument("--json", default="bench/results/scaling.json", help="where to write")
+    parser.add_argument("--add-to", action="store_true",
+                        help="keep the runs already in --json that this one does not repeat")
     args = parser.parse_args()
     if any(not np.isfinite(x) or x < 0 for x in args.latencies or ()):
         parser.error("--latencies must be finite numbers >= 0 (milliseconds)")
     latencies = args.latencies or ((0.0, 2.0) if args.quick else LATENCIES)
     seeds = args.seeds or ((0,) if args.quick else (0, 1, 2, 3, 4))
     result = bench_scaling(latencies, args.explorers, seeds, args.variants, args.quick)
+    if args.add_to and Path(args.json).exists():
+        result = merged(json.loads(Path(args.json).read_text()), result)
     for row in result["summary"]:
         print(f"{row['latency_ms']:>4g} ms {row['variant']:>7}: {row['reached']}/{row['seeds']} "
               f"reached, median {row['median_seconds']:6.1f} s "

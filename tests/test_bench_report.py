@@ -446,3 +446,27 @@ def test_matched_networks_section_gives_the_ratio_per_network_size():
         "seeds": [0, 1, 2], "task": "Pendulum-v1", "workers": 2, "load_before": [0.5],
         "load_after": [1.0]}})
     assert "| 256x256 | 3/3 | 41.0 | 2,001 | 3/3 | 161.0 | 2,001 | 0.25 |" in text
+
+
+def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():
+    scaling = _bench_module("scaling")
+    costs = {"act_ms": 0.1, "update_ms": 1.0, "updates_per_transition": 0.25}
+
+    def result(latency, variants, seconds, load):
+        runs = [{"latency_ms": latency, "variant": v, "seed": s, "reached": True,
+                 "seconds": seconds[v] + s, "env_steps": 10_000, "cpu_s": 5.0}
+                for v in variants for s in (0, 1, 2)]
+        return {"config": {"quick": False, "cores": 2}, "costs": costs, "runs": runs,
+                "load_before": [load], "load_after": [load], "summary": [], "targets": {}}
+
+    two = result(2.0, ["dqn", "sb3", "apex-4"], {"dqn": 100, "sb3": 60, "apex-4": 20}, 0.5)
+    zero = result(0.0, ["dqn", "apex-4"], {"dqn": 30, "apex-4": 35}, 0.7)
+    again = result(2.0, ["apex-4"], {"apex-4": 19}, 0.9)    # one variant re-run
+    both = scaling.merged(scaling.merged(two, zero), again)
+    assert both["config"]["latencies_ms"] == [0.0, 2.0] and len(both["runs"]) == 15
+    assert [r["seconds"] for r in both["runs"] if r["variant"] == "apex-4"
+            and r["latency_ms"] == 2.0] == [19, 20, 21]             # replaced, not doubled
+    assert both["targets"]["2 ms: best Ape-X time / dqn"]["value"] == 0.2
+    assert both["targets"]["0 ms: best Ape-X time / dqn"] == {
+        "value": 1.16, "variant": "apex-4", "target": "<= 1.0", "met": False}
+    assert [x[0] for x, _ in both["loads"]] == [0.5, 0.7, 0.9]
