@@ -253,7 +253,11 @@ def section(r: dict) -> str:
             f"{w['median_seconds']:.1f} [{w['min_seconds']:.1f}-{w['max_seconds']:.1f}] | "
             f"{bound} | {w['median_env_steps']:,.0f} | {w['median_cpu_s']:.1f} | "
             f"{w.get('seconds_vs_dqn', '')} | {w.get('seconds_vs_sb3', '')} |")
-    return head + "\n".join(lines)
+    tail = ""
+    if len(r.get("loads", [])) > 1:               # rungs run at different times (--add-to)
+        tail = ("\n\nRun one rung at a time; 1-minute load average before/after each: " +
+                ", ".join(f"{b[0]:.1f}/{a[0]:.1f}" for b, a in r["loads"]) + ".")
+    return head + "\n".join(lines) + tail
 
 
 def plot(plt, r: dict, out_dir) -> list:
