@@ -9,7 +9,8 @@ Q-network (acting only, no learning, so a point takes seconds, not minutes):
 | --------- | ----------------------------------------------------- | ------------------------- |
 | `one`     | this process steps one env, a forward pass per step   | 1 / (t + L)               |
 | `batch`   | this process steps N envs as one `EnvBatch`           | N / (N t + L)             |
-| `workers` | N actors, one env each: `Stepper`s or Ape-X explorers | min(N / (t + L), cores/t) |
+| `workers` | N actors of k envs: `Stepper`s (k = 1) or Ape-X        | min(N k / (k t + L),      |
+|           | explorers (k = `ApexConfig.num_envs`)                 |     cores / t)            |
 
 t is the variant's own time per env step at 0 ms, all of it CPU work, measured first
 (`workers`: one actor alone, timed inside it, so the bound leaves out Ray's cost per call).
@@ -58,15 +59,17 @@ class LadderConfig(Config):
     seed: int = 0                     # seeds the envs, the networks and the exploration
 
 
-def amdahl_bound(variant: str, latency_ms: float, step_ms: float, n: int, cores: int) -> float:
+def amdahl_bound(variant: str, latency_ms: float, step_ms: float, n: int, cores: int,
+                 envs_per_worker: int = 1) -> float:
     """The best case in env steps/s: the waits overlap, the CPU work `step_ms` per env step
-    does not (see the module's table)."""
+    does not (see the module's table; `envs_per_worker` is k)."""
     if variant == "one":
         return 1000 / (step_ms + latency_ms)
     if variant == "batch":
         return 1000 * n / (n * step_ms + latency_ms)
     if variant == "workers":
-        return min(1000 * n / (step_ms + latency_ms), 1000 * cores / step_ms)
+        k = envs_per_worker
+        return min(1000 * n * k / (k * step_ms + latency_ms), 1000 * cores / step_ms)
     raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
 
 
@@ -105,6 +108,15 @@ def _timed_run(worker, latency_ms: float, steps: int) -> tuple[int, float]:
     return played, time.perf_counter() - start
 
 
+def envs_per_worker(cfg: LadderConfig) -> int:
+    """k: the envs each actor of `workers` steps (an Ape-X explorer's `num_envs`, else 1)."""
+    if cfg.explorers:
+        from course_lib.apex import ApexConfig
+
+        return ApexConfig().num_envs
+    return 1
+
+
 @contextmanager
 def started_workers(cfg: LadderConfig) -> Iterator[list]:
     """`cfg.num_workers` actors, killed on the way out: Steppers, or the explorers of a whole
@@ -139,12 +151,14 @@ class Ladder:
     step_ms: dict[str, float]
     measured: dict[str, list[float]]
     bounds: dict[str, list[float]]
+    envs_per_worker: int = 1          # k: envs each actor of `workers` steps as one batch
 
     @property
     def labels(self) -> dict[str, str]:
-        n = self.cfg.num_workers
+        n, k = self.cfg.num_workers, self.envs_per_worker
+        workers = f"{n} Ape-X explorers x {k} envs" if self.cfg.explorers else f"{n} actors"
         return {"one": "1 env, 1 process", "batch": f"{n} envs batched, 1 process",
-                "workers": f"{n} {'Ape-X explorers' if self.cfg.explorers else 'actors'}"}
+                "workers": workers}
 
     def table(self) -> str:
         """Per latency and variant: env steps/s, the bound, and the times `one`'s rate."""
@@ -174,7 +188,7 @@ def measure_ladder(cfg: LadderConfig | None = None) -> Ladder:
     cfg = cfg or LadderConfig.preset()
     cfg.check()
     n, threads = cfg.num_workers, torch.get_num_threads()
-    ladder = Ladder(cfg, os.cpu_count() or 1, {}, {}, {})
+    ladder = Ladder(cfg, os.cpu_count() or 1, {}, {}, {}, envs_per_worker(cfg))
     try:
         for variant, num_envs in (("one", 1), ("batch", n)):
             here = partial(_timed_run, Acting(cfg.env_id, num_envs, cfg.epsilon, cfg.seed))
@@ -208,13 +222,14 @@ def _measure(ladder: Ladder, variant: str, alone, run) -> None:
     played, seconds = alone(0.0, 20)                        # warm-up, and a first guess
     zero = [alone(0.0, math.ceil(cfg.seconds / 3 * played / seconds)) for _ in range(3)]
     guess_ms = min(1000 * s / p for p, s in zero)
+    k = ladder.envs_per_worker if variant == "workers" else 1
     points = [[run(latency, math.ceil(cfg.seconds / 3 * amdahl_bound(
-                   variant, latency, guess_ms, cfg.num_workers, cores))) for _ in range(3)]
+                   variant, latency, guess_ms, cfg.num_workers, cores, k))) for _ in range(3)]
               for latency in cfg.latencies_ms]
     if run is alone:                                        # its 0 ms points are runs of it too
         zero += [r for latency, runs in zip(cfg.latencies_ms, points, strict=True)
                  if latency == 0 for r in runs]
     step_ms = ladder.step_ms[variant] = min(1000 * s / p for p, s in zero)
-    ladder.bounds[variant] = [amdahl_bound(variant, latency, step_ms, cfg.num_workers, cores)
+    ladder.bounds[variant] = [amdahl_bound(variant, latency, step_ms, cfg.num_workers, cores, k)
                               for latency in cfg.latencies_ms]
     ladder.measured[variant] = [float(np.median([p / s for p, s in runs])) for runs in points]

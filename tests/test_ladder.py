@@ -23,6 +23,14 @@ def test_amdahl_bound_by_hand(variant, latency_ms, expected):
     assert amdahl_bound(variant, latency_ms, step_ms=0.5, n=4, cores=2) == pytest.approx(expected)
 
 
+def test_the_bound_of_workers_with_several_envs_each_overlaps_their_waits():
+    """4 explorers x 4 envs at 2 ms: each waits once per batch of 4, so 16 / (4 * 0.5 + 2) ms
+    = 4,000 steps/s, which 2 cores (4,000 at 0.5 ms a step) allow; one env each: 1,600."""
+    assert amdahl_bound("workers", 2.0, 0.5, n=4, cores=2, envs_per_worker=4) == 4000.0
+    assert amdahl_bound("workers", 20.0, 0.5, n=4, cores=2, envs_per_worker=4) == \
+        pytest.approx(16_000 / 22)
+
+
 def test_amdahl_bound_names_an_unknown_variant():
     with pytest.raises(ValueError, match="unknown variant 'gpu'; known: one, batch, workers"):
         amdahl_bound("gpu", 0.0, 0.5, 4, 2)
@@ -50,14 +58,18 @@ def test_a_tiny_ladder_measures_every_variant_and_slow_envs_pay_for_parallelism(
     for v in VARIANTS:
         assert len(ladder.measured[v]) == len(ladder.bounds[v]) == 2
         assert all(rate > 0 for rate in ladder.measured[v]) and ladder.step_ms[v] > 0
+        k = ladder.envs_per_worker if v == "workers" else 1
         assert ladder.bounds[v] == [pytest.approx(amdahl_bound(v, L, ladder.step_ms[v], 3,
-                                                               ladder.cores)) for L in (0, 20)]
+                                                               ladder.cores, k)) for L in (0, 20)]
     # the bound is a best case: one process at 0 ms never beats its own fastest run
     assert all(ladder.measured[v][0] <= ladder.bounds[v][0] * (1 + 1e-9) for v in ("one", "batch"))
     slow = {v: ladder.measured[v][1] for v in VARIANTS}
     # at 20 ms one env manages at most 50 steps/s; three waits that overlap beat it
     assert slow["workers"] > 1.5 * slow["one"] and slow["batch"] > 1.5 * slow["one"]
-    assert ladder.labels["workers"] == ("3 Ape-X explorers" if explorers else "3 actors")
+    assert ladder.labels["workers"] == ("3 Ape-X explorers x 4 envs" if explorers
+                                        else "3 actors")
+    # the bound is a best case for the explorers too, whose envs wait together per explorer
+    assert ladder.measured["workers"][1] <= ladder.bounds["workers"][1] * 1.05
     assert ladder.table().count(" ms | ") == 2
 
 
