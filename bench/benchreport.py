@@ -216,10 +216,6 @@ def _cpu_per_update(c: dict) -> str:
             + (f" Not counted (not part of the run): {apart}." if apart else ""))
 
 
-def _percent(x: float) -> str:
-    return f"{x:.0%}"
-
-
 def diagnostics(learner: dict, d: dict) -> list[dict]:
     """The figures behind the Ape-X learner's rate, as (what, value) rows: how busy it was,
     its rate against the bare loop, where its time went when profiled, one update's CPU, and
@@ -227,10 +223,10 @@ def diagnostics(learner: dict, d: dict) -> list[dict]:
     bare, apex = learner["bare_updates_s"], d["apex_learner"]
     alone = d["apex_learner_explorers_paused"]["updates_s"]
     rows = [("iterations that ended with work waiting (the learner is the bottleneck at 100%)",
-             _percent(apex["saturated"])),
+             f"{apex['saturated']:.0%}"),
             (f"updates/s owed by {apex['explorers']} explorers", round(apex["owed_updates_s"])),
-            ("learner rate / bare loop", _percent(learner["ratio"])),
-            ("learner rate with the explorers paused / bare loop", _percent(alone / bare))]
+            ("learner rate / bare loop", f"{learner['ratio']:.0%}"),
+            ("learner rate with the explorers paused / bare loop", f"{alone / bare:.0%}")]
     profile = d.get("apex_learner_profile", {})
     sched, spy = profile.get("scheduler"), profile.get("py_spy")
     beside = d.get("bare_learner_beside_explorer_updates_s")
@@ -241,11 +237,11 @@ def diagnostics(learner: dict, d: dict) -> list[dict]:
         one = profile["one_update_ms"]
         rows += [(f"profiled run ({profile['explorers']} explorers, "
                   "`bench/learner_profile.py`): updates/s", round(profile["updates_s"])),
-                 ("training thread on a core", _percent(sched["on_a_core"])),
-                 ("training thread waiting for a core", _percent(sched["waiting_for_a_core"])),
-                 ("training thread asleep (waiting for work)", _percent(sched["sleeping"])),
-                 ("its samples in the update", _percent(update)),
-                 ("its samples sampling the buffer and publishing weights", _percent(ray_share)),
+                 ("training thread on a core", f"{sched['on_a_core']:.0%}"),
+                 ("training thread waiting for a core", f"{sched['waiting_for_a_core']:.0%}"),
+                 ("training thread asleep (waiting for work)", f"{sched['sleeping']:.0%}"),
+                 ("its samples in the update", f"{update:.0%}"),
+                 ("its samples sampling the buffer and publishing weights", f"{ray_share:.0%}"),
                  ("one update inside the system, CPU ms", f"{one['cpu']:.2f}"),
                  ("one update inside the system, clock ms", f"{one['wall']:.2f}"),
                  ("one update in the bare loop, ms", f"{1e3 / bare:.2f}"),
@@ -259,7 +255,7 @@ def diagnostics(learner: dict, d: dict) -> list[dict]:
                   round(v)) for k, v in steps.items()]
         if "priorities_us" in steps:
             rows.append(("initial priorities / explorer step",
-                         _percent(steps["priorities_us"] / sum(steps.values()))))
+                         f"{steps['priorities_us'] / sum(steps.values()):.0%}"))
     if "evaluation_at_goal" in d:
         e = d["evaluation_at_goal"]
         rows += [("evaluation at the goal, 10 episodes, s", f"{e['10_episodes_s']:.2f}"),

@@ -44,6 +44,7 @@ class Output:
     commit: str | None
     code: tuple[str, ...]          # folders whose .py files it depends on
     own: str | None = None         # a notebook: itself (its code cells are code too)
+    recorded: str = ""             # what it records instead of a commit, if anything
 
 
 def strip_docstrings(tree: ast.AST) -> ast.AST:
@@ -144,19 +145,22 @@ def outputs(root: Path = ROOT) -> list[Output]:
     found = []
     for path in sorted(p for p in tracked if p.startswith("notebooks/") and p.endswith(".ipynb")):
         meta = json.loads((root / path).read_text()).get("metadata", {}).get("course", {})
-        found.append(Output(path, recorded_commit(meta.get("commit")), NOTEBOOK_CODE, own=path))
+        found.append(Output(path, recorded_commit(meta.get("commit")), NOTEBOOK_CODE, own=path,
+                            recorded=str(meta.get("commit") or "")))
     results = {}
     for path in sorted(p for p in tracked if p.startswith("bench/results/")
                        and p.endswith(".json")):
         meta = json.loads((root / path).read_text()).get("meta", {})
-        results[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE)
+        results[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE,
+                                          recorded=str(meta.get("commit") or ""))
     found += results.values()
     for path in sorted(p for p in tracked if p.startswith("bench/figures/")
                        and p.endswith(".png")):
         source = max((name for name in results if Path(path).stem.startswith(name)),
                      key=len, default=None)
-        commit = results[source].commit if source else None
-        found.append(Output(path, commit, RESULT_CODE))
+        found.append(Output(path, results[source].commit if source else None, RESULT_CODE,
+                            recorded=f"{results[source].path}: {results[source].recorded}"
+                            if source else "no result it is drawn from"))
     return found
 
 
@@ -166,7 +170,8 @@ def check(root: Path = ROOT) -> list[tuple[str, str, str]]:
     rows = []
     for output in outputs(root):
         if output.commit is None:
-            rows.append(("no provenance", output.path, "records no commit"))
+            rows.append(("no provenance", output.path, "records no commit"
+                         + (f" ({output.recorded})" if output.recorded else "")))
             continue
         commit = output.commit.removesuffix(DIRTY)
         try:
