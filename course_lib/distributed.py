@@ -125,6 +125,10 @@ class DistributedTrainer(Trainer):
     driver books it and hands out new work. The learner gets exactly the updates that
     `updates_due()` allows, and the workers pause while it is more than `max_lag_updates`
     behind: on a small machine the workers would otherwise outrun the learner.
+    The learner's calls are `learner_chunks` of at most `learner_chunk` updates, at most
+    `MAX_LEARNER_CALLS` in flight. With `pieces`, the attendee's throttle (`updates_allowed`)
+    and learner calls (`learner_chunks`) take the place of these two rules, guarded
+    (`course_lib.pieces.apex`).
 
     Each iteration starts by asking the learner for a snapshot (it runs after the updates
     already queued), has the evaluator score it while training goes on, and ends when the
