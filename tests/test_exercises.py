@@ -319,6 +319,7 @@ FIND_THE_BUG = {
     "check_fragment_returns": "truncated by its time limit",
     "check_prefetched_weights": "kept returning version 1",
     "check_learner_loop": "the one sampled next",
+    "check_learner_chunks": "calls in flight without bound",
 }
 
 

@@ -10,6 +10,12 @@
 | `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls  |
 | `find_prefix_sum`  | `find_prefix_sum(sums, first_leaf, target)` (04)     | the learner's     |
 |                    |                                                      | sum-tree descent  |
+| `explorer_epsilons`| `explorer_epsilons(n, eps, alpha)` (05)              | each explorer's   |
+|                    |                                                      | epsilon           |
+| `updates_allowed`  | `updates_allowed(inserted, replay_ratio, batch)` (05) | the driver's    |
+|                    |                                                      | throttle          |
+| `learner_chunks`   | `learner_chunks(due, submitted, in_flight, chunk)`   | the driver's      |
+|                    | (05, find the bug)                                   | learner calls     |
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
@@ -41,6 +47,9 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "outbox": ("Outbox", "explorer send step", "check_outbox"),
     "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
     "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
+    "explorer_epsilons": ("explorer_epsilons", "explorers' epsilons", "check_explorer_epsilons"),
+    "updates_allowed": ("updates_allowed", "driver's throttle", "check_updates_allowed"),
+    "learner_chunks": ("learner_chunks", "driver's learner calls", "check_learner_chunks"),
 }
 
 
@@ -100,6 +109,27 @@ class Given:
                              "this one samples uniformly")
         tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", self), tree)
 
+    def epsilon(self, index: int, n: int, eps: float, alpha: float) -> float | None:
+        """Explorer `index`'s epsilon from the attendee's `explorer_epsilons` (05), if given."""
+        if "explorer_epsilons" not in self.pieces:
+            return None
+        return explorer_epsilon(Guarded("explorer_epsilons", self), index, n, eps, alpha)
+
+    def throttle(self, cfg) -> Throttle | None:
+        """The driver's throttle from the attendee's `updates_allowed` (05), if given."""
+        if "updates_allowed" not in self.pieces:
+            return None
+        if not hasattr(cfg, "replay_ratio"):
+            raise ValueError("pieces: updates_allowed needs a replay ratio (Ape-X); this "
+                             "trainer sets updates per transition (utd_ratio)")
+        return Throttle(Guarded("updates_allowed", self), cfg.replay_ratio, cfg.batch_size)
+
+    def chunks(self, chunk: int, most: int) -> Chunks | None:
+        """The driver's learner calls from the attendee's `learner_chunks` (05), if given."""
+        if "learner_chunks" not in self.pieces:
+            return None
+        return Chunks(Guarded("learner_chunks", self), chunk, most)
+
 
 class Guarded:
     """Builds and calls the attendee's piece `key`, each call on one thread of its own with a
@@ -136,4 +166,5 @@ class Guarded:
                           f"{contract}")
 
 
+from course_lib.pieces.apex import Chunks, Throttle, explorer_epsilon  # noqa: E402
 from course_lib.pieces.guards import Descent, Follower, SentOutbox, steps_per_pull  # noqa: E402,F401
