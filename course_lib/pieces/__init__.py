@@ -10,6 +10,12 @@
 | `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls  |
 | `find_prefix_sum`  | `find_prefix_sum(sums, first_leaf, target)` (04)     | the learner's     |
 |                    |                                                      | sum-tree descent  |
+| `versioned_weights`| `VersionedWeights` actor (03), `train_with_param_server` | its server     |
+| `cached_weights`   | `CachedWeights().get(ps, name)` (03)                 | a worker's pull   |
+| `prefetched_weights`| `PrefetchedWeights(ps, name).latest()` (03)         | a worker's pull   |
+| `average_gradients`| `average_gradients(grads_list)` (03), `sync_sgd`     | the mean          |
+| `worker_step`      | `worker_step(ps, cache, compute_gradients, lr)` (03), | the driver's loop |
+|                    | `async_sgd`: each data worker pulls, computes, pushes |                   |
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
@@ -41,6 +47,11 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "outbox": ("Outbox", "explorer send step", "check_outbox"),
     "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
     "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
+    "versioned_weights": ("VersionedWeights", "parameter server", "check_versioned_weights"),
+    "cached_weights": ("CachedWeights", "pull if newer", "check_cached_weights"),
+    "prefetched_weights": ("PrefetchedWeights", "prefetched pull", "check_prefetched_weights"),
+    "average_gradients": ("average_gradients", "gradient average", "check_average_gradients"),
+    "worker_step": ("worker_step", "asynchronous worker step", "check_worker_step"),
 }
 
 
@@ -99,6 +110,26 @@ class Given:
             raise ValueError("pieces: find_prefix_sum needs a prioritized replay (Ape-X); "
                              "this one samples uniformly")
         tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", self), tree)
+
+    def worker_pull(self, ps, index: int):
+        """Rollout worker `index`'s pull-if-newer from the attendee's `CachedWeights` or
+        `PrefetchedWeights` (notebook 03), or None: see `course_lib.pieces.param`."""
+        from course_lib.pieces.param import worker_pull
+
+        return worker_pull(self, ps, index)
+
+    def average(self):
+        """The attendee's `average_gradients` (notebook 03), checked, or None."""
+        from course_lib.pieces.param import Averaged
+
+        return Averaged(Guarded("average_gradients", self)) if (
+            "average_gradients" in self.pieces) else None
+
+    def worker_step(self, ps, compute_gradients, lr: float):
+        """A data worker's step from the attendee's `worker_step` (notebook 03), or None."""
+        from course_lib.pieces.param import stepper
+
+        return stepper(self, ps, compute_gradients, lr) if "worker_step" in self.pieces else None
 
 
 class Guarded:
