@@ -70,14 +70,11 @@ class EpisodeSampler:
         self.given = Given(pieces, f"rollout worker {index}", timeout_s)
         self.index, self.pull = index, None
 
-    def _pull(self, ps) -> tuple[int, dict | None]:
-        if self.given is None:
-            return pull_weights(ps, "policy", self.version)
-        if self.pull is None:
-            self.pull = self.given.worker_pull(ps, self.index) or (
-                lambda known: pull_weights(ps, "policy", known))
-            self.pull = getattr(self.pull, "pull", self.pull)
-        return self.pull(self.version)
+    def pull_piece(self, ps):
+        """The attendee's pull, a drop-in for `pull_weights` (None: use `pull_weights`)."""
+        if self.given is not None and self.pull is None:
+            self.pull = self.given.worker_pull(ps, self.index)
+        return self.pull and self.pull.pull
 
     def sample_from_server(self, ps, min_steps: int) -> dict:
         """Like `sample`, but the worker fetches its own weights from the ParameterServer `ps`:
@@ -85,8 +82,9 @@ class EpisodeSampler:
         the weights only when the version changed. The batch adds "versions", the policy
         version each episode was played with."""
         episodes, versions, steps = [], [], 0
+        pull = self.pull_piece(ps) or pull_weights     # the attendee's pull (pieces=), if any
         while steps < min_steps:
-            version, weights = self._pull(ps)
+            version, weights = pull(ps, "policy", self.version)
             if weights is not None:
                 self.version = version
                 self.set_weights(weights)

@@ -127,29 +127,38 @@ def server(ps, pieces: dict, timeout_s: float):
 # -- a worker's pull: CachedWeights or PrefetchedWeights --------------------------------------
 
 class _TracedPull:
-    """The server handle a worker's pull piece is given: forwards `pull.remote` and keeps every
-    ObjectRef it handed out, so the guard can read the answers the piece was sent."""
+    """The server handle a worker's pull piece is given: forwards `pull.remote` and reads the
+    answers the piece was sent, in order (`newest`), keeping the weights of the newest few
+    versions only (what it holds stays pinned in the object store)."""
+
+    KEEP = 4
 
     def __init__(self, ps):
-        self.ps, self.sent, self.answers = ps, [], {}
+        self.ps, self.unread, self.last, self.sent = ps, [], None, 0
+        self.copied: list[int | None] = []      # per answer read: its version if it copied
+        self.copies: dict[int, dict] = {}       # version -> weights, the newest KEEP
         self.pull = self
 
     def remote(self, name, known_version=-1):
-        self.sent.append(self.ps.pull.remote(name, known_version))
-        return self.sent[-1]
+        self.last = self.ps.pull.remote(name, known_version)
+        self.unread.append(self.last)
+        self.sent += 1
+        return self.last
 
     def newest(self) -> tuple[int, dict | None]:
         """(version, weights) of the newest answer that carried weights so far, (-1, None)."""
-        for ref in self.sent[len(self.answers):]:
-            if not ray.wait([ref], timeout=0)[0]:
-                break
-            version, weights = ray.get(ref)
-            self.answers[ref] = (version, None if weights is None else ray.get(weights))
-        copies = [answer for answer in self.answers.values() if answer[1] is not None]
-        return max(copies, key=lambda answer: answer[0], default=(-1, None))
+        while self.unread and ray.wait(self.unread[:1], timeout=0)[0]:
+            version, ref = ray.get(self.unread.pop(0))
+            self.copied.append(None if ref is None else version)
+            if ref is not None:
+                self.copies[version] = ray.get(ref)
+                for old in sorted(self.copies)[:-self.KEEP]:
+                    del self.copies[old]
+        version = max(self.copies, default=-1)
+        return version, self.copies.get(version)
 
     def last_ready(self) -> bool:
-        return bool(self.sent) and bool(ray.wait([self.sent[-1]], timeout=0)[0])
+        return self.last is not None and bool(ray.wait([self.last], timeout=0)[0])
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -157,22 +166,22 @@ def _same(a: dict, b: dict) -> bool:
 
 
 class Cached:
-    """A worker's pull built from the attendee's `CachedWeights`: `pull(known)` returns
-    (version, weights) or (version, None) when unchanged; checks that `get` returned the newest
+    """A worker's pull built from the attendee's `CachedWeights`: `pull(ps, name, known)` (as
+    `pull_weights`, for the server and name it was built with) returns (version, weights) or
+    (version, None) when unchanged; checks that `get` returned the newest
     weights it was sent and never had a version it held copied again."""
 
     def __init__(self, piece: Guarded, ps, name: str):
         self.piece, self.ps, self.name, self.held = piece, _TracedPull(ps), name, -1
         piece.build()
 
-    def pull(self, known_version: int) -> tuple[int, dict | None]:
-        asked = len(self.ps.sent)
+    def pull(self, ps, name: str, known_version: int) -> tuple[int, dict | None]:
+        asked, read = self.ps.sent, len(self.ps.copied)
         weights = self.piece.method("get", self.ps, self.name)
-        if len(self.ps.sent) == asked:
+        if self.ps.sent == asked:
             raise self.piece.broke("get() did not ask the server (it would keep old weights)")
         version, newest = self.ps.newest()
-        copied = [self.ps.answers[ref] for ref in self.ps.sent[asked:] if ref in self.ps.answers]
-        if any(c[1] is not None and c[0] == self.held for c in copied):
+        if self.held in self.ps.copied[read:]:
             raise self.piece.broke(f"version {self.held} was copied again although it held "
                                    "it (pull with the version you hold)")
         if weights is None or not _same(weights, newest):
@@ -183,7 +192,8 @@ class Cached:
 
 
 class Prefetched:
-    """A worker's pull built from the attendee's `PrefetchedWeights`: `pull(known)` calls
+    """A worker's pull built from the attendee's `PrefetchedWeights`: `pull(ps, name, known)`
+    calls
     `latest()` and checks that, once the last pull sent was answered, `latest()` sent a new one
     (else no newer weights can ever arrive); (version, weights) of what it returned."""
 
@@ -191,16 +201,16 @@ class Prefetched:
         self.piece, self.ps, self.held = piece, _TracedPull(ps), -1
         piece.build(self.ps, name)
 
-    def pull(self, known_version: int) -> tuple[int, dict | None]:
-        answered, asked = self.ps.last_ready(), len(self.ps.sent)
+    def pull(self, ps, name: str, known_version: int) -> tuple[int, dict | None]:
+        answered, asked = self.ps.last_ready(), self.ps.sent
         weights = self.piece.method("latest")
-        if answered and len(self.ps.sent) == asked:
+        if answered and self.ps.sent == asked:
             raise self.piece.broke("its pull was answered and latest() sent no new one: no "
                                    "newer weights can arrive (weights stop arriving)")
         if weights is None:
             return known_version, None
         version, newest = self.ps.newest()
-        matches = [v for v, w in self.ps.answers.values() if w is not None and _same(weights, w)]
+        matches = [v for v, w in self.ps.copies.items() if _same(weights, w)]
         if not matches:
             raise self.piece.broke("latest() returned weights the server never sent")
         changed, self.held = max(matches) != self.held, max(matches)
@@ -243,7 +253,7 @@ class _TracedServer(_TracedPull):
 
     def __init__(self, ps):
         super().__init__(ps)
-        self.push_gradients, self.pushes = _Pusher(self), []
+        self.push_gradients, self.pushes = _Pusher(self), 0
 
 
 class _Pusher:
@@ -251,8 +261,9 @@ class _Pusher:
         self.traced = traced
 
     def remote(self, name, grads, lr):
-        self.traced.pushes.append(self.traced.ps.push_gradients.remote(name, grads, lr))
-        return self.traced.pushes[-1]
+        self.traced.pushes += 1
+        self.traced.pushed = self.traced.ps.push_gradients.remote(name, grads, lr)
+        return self.traced.pushed
 
 
 class Stepper:
@@ -270,16 +281,16 @@ class Stepper:
         return self.compute(weights)
 
     def __call__(self) -> int:
-        pushes, self.seen = len(self.ps.pushes), []
+        pushes, self.seen = self.ps.pushes, []
         self.piece.call("worker_step()", self.piece.cls, self.ps, self.cache, self._gradients,
                         self.lr)
         version, newest = self.ps.newest()
-        if len(self.seen) != 1 or len(self.ps.pushes) != pushes + 1:
+        if len(self.seen) != 1 or self.ps.pushes != pushes + 1:
             raise self.piece.broke(f"one step computed {len(self.seen)} gradient(s) and pushed "
-                                   f"{len(self.ps.pushes) - pushes} (one of each)")
+                                   f"{self.ps.pushes - pushes} (one of each)")
         if newest is None or not _same(self.seen[0], newest):
             raise self.piece.broke("the gradient was not computed on the newest weights pulled")
-        return ray.get(self.ps.pushes[-1]) - 1 - version
+        return ray.get(self.ps.pushed) - 1 - version
 
 
 def stepper(given: Given, ps, compute_gradients, lr: float) -> Stepper:
