@@ -16,6 +16,12 @@
 |                    |                                                      | throttle          |
 | `learner_chunks`   | `learner_chunks(due, submitted, in_flight, chunk)`   | the driver's      |
 |                    | (05, find the bug)                                   | learner calls     |
+| `versioned_weights`| `VersionedWeights` actor (03), `train_with_param_server` | its server     |
+| `cached_weights`   | `CachedWeights().get(ps, name)` (03)                 | a worker's pull   |
+| `prefetched_weights`| `PrefetchedWeights(ps, name).latest()` (03)         | a worker's pull   |
+| `average_gradients`| `average_gradients(grads_list)` (03), `sync_sgd`     | the mean          |
+| `worker_step`      | `worker_step(ps, cache, compute_gradients, lr)` (03), | the driver's loop |
+|                    | `async_sgd`: each data worker pulls, computes, pushes |                   |
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
@@ -50,6 +56,11 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "explorer_epsilons": ("explorer_epsilons", "explorers' epsilons", "check_explorer_epsilons"),
     "updates_allowed": ("updates_allowed", "driver's throttle", "check_updates_allowed"),
     "learner_chunks": ("learner_chunks", "driver's learner calls", "check_learner_chunks"),
+    "versioned_weights": ("VersionedWeights", "parameter server", "check_versioned_weights"),
+    "cached_weights": ("CachedWeights", "pull if newer", "check_cached_weights"),
+    "prefetched_weights": ("PrefetchedWeights", "prefetched pull", "check_prefetched_weights"),
+    "average_gradients": ("average_gradients", "gradient average", "check_average_gradients"),
+    "worker_step": ("worker_step", "asynchronous worker step", "check_worker_step"),
 }
 
 
@@ -129,6 +140,25 @@ class Given:
         if "learner_chunks" not in self.pieces:
             return None
         return Chunks(Guarded("learner_chunks", self), chunk, most)
+    def worker_pull(self, ps, index: int):
+        """Rollout worker `index`'s pull-if-newer from the attendee's `CachedWeights` or
+        `PrefetchedWeights` (notebook 03), or None: see `course_lib.pieces.param`."""
+        from course_lib.pieces.param import worker_pull
+
+        return worker_pull(self, ps, index)
+
+    def average(self):
+        """The attendee's `average_gradients` (notebook 03), checked, or None."""
+        from course_lib.pieces.param import Averaged
+
+        return Averaged(Guarded("average_gradients", self)) if (
+            "average_gradients" in self.pieces) else None
+
+    def worker_step(self, ps, compute_gradients, lr: float):
+        """A data worker's step from the attendee's `worker_step` (notebook 03), or None."""
+        from course_lib.pieces.param import stepper
+
+        return stepper(self, ps, compute_gradients, lr) if "worker_step" in self.pieces else None
 
 
 class Guarded:
