@@ -367,11 +367,11 @@ def test_learner_profile_splits_the_train_thread_and_the_cores():
     raw = "\n".join([
         main + "LearnerActor.train (roles.py:205);DQNLearner.update (dqn/learner.py:241) 80",
         main + "LearnerActor.train (roles.py:203);LearnerActor.sample (roles.py:231);"
-               "ReplayServer.sample (replay/server.py:42) 10",
+               "ReplayStore.sample (replay/server.py:42) 10",
         main + "LearnerActor.train (roles.py:208);LearnerActor.publish (roles.py:226);"
                "ActorMethod.remote (ray/actor.py:12) 5",
         main + "_ThreadPool.run (ray/worker.py:99) 5",              # between two tasks
-        adds + "LearnerActor.add (roles.py:219);ReplayServer.add (replay/server.py:30) 60",
+        adds + "LearnerActor.add (roles.py:219);ReplayStore.add (replay/server.py:30) 60",
         "thread (0x3);Thread.run (threading.py:1);Event.wait (threading.py:2) 100",  # Ray's
     ])
     assert profile.train_thread_split(raw) == {
