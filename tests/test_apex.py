@@ -35,11 +35,6 @@ CFG = ApexConfig.preset(quick=True).updated({
     "target_return": None, "max_env_steps": None, "max_time_s": None})   # stepped by hand
 
 
-def seed_of(worker) -> int:
-    """The seed a worker process started from (read through `__ray_call__`)."""
-    return worker.seed
-
-
 def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
     trainer = ApexTrainer(CFG)
     try:
@@ -61,7 +56,12 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
 
         # kill explorer 0: Ray restarts it, the driver resends its chunk, training goes on
         old_pid = trainer.pids[0]
-        seeds = ray.get([w.__ray_call__.remote(seed_of) for w in trainer.workers])
+
+        def seeds_now() -> list[int]:             # the seed each worker process started from
+            return ray.get([w.__ray_call__.remote(lambda worker: worker.seed)
+                            for w in trainer.workers])
+
+        seeds = seeds_now()
         ray.kill(trainer.workers[0], no_restart=False)
         before = last["env_steps"]
         while trainer.pids[0] in (None, old_pid):
@@ -71,7 +71,7 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
         rows.append(trainer.step())
         assert rows[-1]["worker_restarts"] >= 1 and rows[-1]["env_steps"] > before
         # the restarted explorer plays new episodes; the other one is untouched
-        new_seeds = ray.get([w.__ray_call__.remote(seed_of) for w in trainer.workers])
+        new_seeds = seeds_now()
         assert new_seeds[0] != seeds[0] and new_seeds[1] == seeds[1]
         state = trainer.state()
         weights = trainer.get_weights()

@@ -149,6 +149,27 @@ def test_is_weights_bench_trains_with_each_variants_buffer_and_counts_steps_to_t
         ("buffer-min eps=1e-6", 1, 300.0), ("batch-max eps=1e-6", 1, 300.0)]
 
 
+def test_is_weights_buffer_variant_divides_by_the_largest_weight_in_the_buffer():
+    """The variant the library no longer keeps: w_i = (N P(i))^-beta over the largest such
+    weight among every stored transition, by hand."""
+    from course_lib.replay import transition_spec
+
+    bench = _bench_module("is_weights")
+    p, alpha, beta, eps = np.array([1.0, 2.0, 3.0, 4.0, 0.0]), 0.6, 0.4, 1e-6
+    buffer = bench.buffer_class(eps, "buffer")(5, transition_spec(obs_shape=(4,)), alpha=alpha,
+                                               seed=0)
+    buffer.add({"obs": np.zeros((5, 4), np.float32), "action": np.zeros(5, np.int64),
+                "reward": np.zeros(5, np.float32), "next_obs": np.zeros((5, 4), np.float32),
+                "terminated": np.zeros(5, bool)}, p)
+    q = (p + eps) ** alpha
+    w = (5 * q / q.sum()) ** -beta
+    w /= w.max()
+    for _ in range(5):
+        batch = buffer.sample(2, beta=beta)          # rarely holds the smallest priority
+        np.testing.assert_allclose(batch["weights"], w[batch["indices"]], rtol=1e-6)
+    assert buffer.weight_count == 10
+
+
 # ---------------------------------------------------------------------------------------------
 # SB3 against ours, the cost of going distributed, the soak (issue 17)
 # ---------------------------------------------------------------------------------------------

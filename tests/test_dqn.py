@@ -214,7 +214,7 @@ def test_td_errors_are_what_the_learner_would_use():
                                rtol=1e-6)
 
 
-def test_evaluate_greedy_is_reproducible():
+def test_greedy_returns_is_reproducible():
     torch.manual_seed(0)
     net = DuelingQNet(4, 2, (8,))
     a = dqn.greedy_returns(net, "CartPole-v1", episodes=3, seed=5)

@@ -96,7 +96,8 @@ def make_policy(env: gym.Env, hidden: tuple[int, ...] = (64, 64)) -> PolicyNet:
 
 def sample_episodes(env: gym.Env, policy: PolicyNet, min_steps: int,
                     rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Play whole episodes with `policy` until at least `min_steps` steps are collected.
+    """Play whole episodes with `policy` (`envs.play_episode`, storing every step) until at
+    least `min_steps` steps are collected.
 
     Only whole episodes, so every step's return G_t is known exactly (no bootstrapping).
     `env` comes from `envs.make_env` (flat float32 observations). Seed the env once before the
