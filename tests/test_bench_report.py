@@ -399,9 +399,10 @@ def test_learner_profile_splits_the_train_thread_and_the_cores():
         "update (torch)": 0.8, "sampling its replay buffer": 0.1, "publishing weights": 0.05,
         "between tasks (idle)": 0.05}
     assert profile.train_thread_split("") == {}
-    before = {1: ("ray::Learner.train", 10.0), 2: ("ray::Explorer", 4.0), 3: ("raylet", 1.0)}
-    after = {1: ("ray::Learner.train", 18.0), 2: ("ray::Explorer", 8.0), 3: ("raylet", 1.5),
-             4: ("ray::Explorer", 2.0)}                           # started in the window
+    before = {1: ("ray::ApexLearnerActor.train", 10.0), 2: ("ray::Explorer", 4.0),
+              3: ("raylet", 1.0)}
+    after = {1: ("ray::ApexLearnerActor.train", 18.0), 2: ("ray::Explorer", 8.0),
+             3: ("raylet", 1.5), 4: ("ray::Explorer", 2.0)}       # 4: started in the window
     assert profile.cores_by_role(before, after, wall=10.0) == {
         "learner": 0.8, "explorers": 0.6, "Ray: raylet, GCS, dashboard, agents": 0.05}
 
@@ -437,7 +438,7 @@ def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
 
 def test_overhead_section_tables_the_cpu_per_update_by_role(tmp_path):
     overhead = _bench_module("overhead")
-    cpu = lambda s: {1: ("ray::Learner", 10.0 + s), 2: ("ray::Explorer", 5.0 + s / 2),   # noqa: E731
+    cpu = lambda s: {1: ("ray::ApexLearnerActor", 10.0 + s), 2: ("ray::Explorer", 5.0 + s / 2),   # noqa: E731
                      3: ("raylet", 1.0 + s / 10), 4: ("vim notes.md", 0.5 + s)}
     samples = [{"t": 3.0 * k, "updates": max(0, 600 * (k - 2)), "cpu": cpu(2.4 * max(0, k - 2))}
                for k in range(1, 8)]
