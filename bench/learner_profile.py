@@ -89,9 +89,9 @@ def schedstat(pid: int, tid: int) -> tuple[float, float]:
 
 
 #: process command line -> role, the first match wins
-ROLES = (("ray::Learner", "learner"), ("ray::Explorer", "explorers"),
-         ("ray::ReplayServer", "replay actor"), ("ray::Evaluator", "evaluator"),
-         ("ray::ParameterServer", "parameter server"), ("py-spy", "py-spy (this profile)"),
+ROLES = (("ray::ApexLearnerActor", "learner"), ("ray::Explorer", "explorers"),
+         ("ray::ReplayStore", "replay actor"), ("ray::Evaluator", "evaluator"),
+         ("ray::ParameterStoreActor", "parameter server"), ("py-spy", "py-spy (this profile)"),
          ("ray::IDLE", "Ray: idle workers"), ("raylet", "Ray: raylet, GCS, dashboard, agents"),
          ("gcs_server", "Ray: raylet, GCS, dashboard, agents"),
          ("ray", "Ray: raylet, GCS, dashboard, agents"))

@@ -10,7 +10,7 @@ the importance weights as the learner gets them; cpprb's sample always computes 
 and cpprb alternate call by call so that load from other processes hits both alike. Medians;
 "ours/cpprb" is the time ratio of each operation (<= 1.0: we are as fast).
 
-Part 2, Ray: a ReplayActor and 2 explorer actors, each pushing the same 50-transition batch
+Part 2, Ray: a ReplayStoreActor and 2 explorer actors, each pushing the same 50-transition batch
 as fast as it can with up to 8 adds in flight (ray.wait), for a few seconds; the ingest rate
 is transitions stored per second of wall time.
 
@@ -29,7 +29,7 @@ import ray
 
 from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
-from course_lib.replay import PrioritizedReplayBuffer, ReplayActor, transition_spec
+from course_lib.replay import PrioritizedReplayBuffer, ReplayStoreActor, transition_spec
 
 NO_CPPRB = (f"cpprb is not installed (it has no wheels for Python {sys.version_info[0]}."
             f"{sys.version_info[1]}): run this benchmark on Python 3.11 or 3.12")
@@ -140,7 +140,7 @@ class Explorer:
 
 
 def bench_ray_ingest(capacity: int, seconds: float, rounds: int) -> dict:
-    replay = ReplayActor.remote(capacity, SPEC)
+    replay = ReplayStoreActor.remote(capacity, SPEC)
     explorers = [Explorer.remote(seed) for seed in (1, 2)]
     ray.get([e.push_for.remote(replay, 0.5) for e in explorers])  # warm up
     rates = []

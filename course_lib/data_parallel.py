@@ -8,7 +8,7 @@ waits for all workers' gradients, averages them and takes one SGD step:
 
     w <- w - lr * (1/N) * sum_i g_i(w)
 
-Asynchronous (parameter server): the weights live in a `ParameterServer`; whichever worker
+Asynchronous (parameter server): the weights live in a `ParameterStoreActor`; whichever worker
 finishes first has its gradient applied at once and gets the newest weights back:
 
     w <- w - lr * g_i(w_{v_i})        with staleness = (server version now) - v_i
@@ -30,9 +30,10 @@ from torch import nn
 
 from course_lib.config import Config
 from course_lib.nets import get_weights, mlp, set_weights
-from course_lib.param_server import ParameterServer, get_result, pull_weights
+from course_lib.param_server import ParameterStoreActor, get_result, pull_weights
 from course_lib.pieces import Given
 from course_lib.pieces.param import piece_errors, used_by
+from course_lib.trainer import derive_seed
 
 
 @dataclass
@@ -47,7 +48,6 @@ class DataParallelConfig(Config):
     lr: float = 0.1               # plain SGD, the same rule on the driver and on the server
     steps: int = 200              # synchronous steps; asynchronous runs steps * num_workers
     eval_every: int = 10          # evaluate test accuracy every N updates
-    work_ms: float = 0.0          # extra simulated compute per gradient (to show stragglers)
     seed: int = 0                 # seeds the data, the model and the workers' minibatches
     piece_timeout_s: float = 30.0  # seconds a call of an attendee's piece (pieces=) may take
 
@@ -86,7 +86,7 @@ class DataWorker:
         (x, y), _ = train_test_split(cfg)
         self.x, self.y = x[shard::cfg.num_workers], y[shard::cfg.num_workers]
         self.model = make_model(cfg)
-        self.cfg, self.rng = cfg, np.random.default_rng(cfg.seed + 1 + shard)
+        self.cfg, self.rng = cfg, np.random.default_rng(derive_seed(cfg.seed, "shard", shard))
         self.shard = shard
 
     def shard_size(self) -> int:
@@ -100,7 +100,6 @@ class DataWorker:
                                            torch.from_numpy(self.y[idx]))
         self.model.zero_grad()
         loss.backward()
-        time.sleep(self.cfg.work_ms / 1000)
         grads = {name: p.grad.numpy().copy() for name, p in self.model.named_parameters()}
         return grads, version, float(loss)
 
@@ -152,7 +151,7 @@ def sync_sgd(cfg: DataParallelConfig, pieces: dict | None = None) -> list[dict]:
 
 def async_sgd(cfg: DataParallelConfig, pieces: dict | None = None
               ) -> tuple[list[dict], list[int]]:
-    """Asynchronous training through a ParameterServer.
+    """Asynchronous training through a ParameterStoreActor.
 
     Returns the history [{update, time_s, accuracy}, ...] and the staleness of every applied
     gradient (how many updates other workers made while it was being computed).
@@ -164,7 +163,7 @@ def async_sgd(cfg: DataParallelConfig, pieces: dict | None = None
         with piece_errors():
             return by_workers(cfg, {"worker_step": worker_step, **pieces})
     model, workers, (x_test, y_test) = _setup(cfg)
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     ray.get(ps.push.remote("model", get_weights(model)))
     version, weights = pull_weights(ps, "model")
     in_flight = {w.compute_gradients.remote(weights, version): w for w in workers}
@@ -197,7 +196,7 @@ def by_workers(cfg: DataParallelConfig, pieces: dict) -> tuple[list[dict], list[
     """`async_sgd` driven by the workers: each runs `cfg.steps` of the attendee's `worker_step`
     against the server; the driver evaluates the server's newest weights while they run."""
     model, workers, (x_test, y_test) = _setup(cfg)
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     ray.get(ps.push.remote("model", get_weights(model)))
     runs = [w.run_steps.remote(ps, cfg.steps, pieces, cfg.lr, cfg.piece_timeout_s)
             for w in workers]

@@ -55,7 +55,7 @@ import ray
 from course_lib.envs import NonFiniteError, env_dims, make_env
 from course_lib.errors import first_line
 from course_lib.failures import Parts, WorkerDiedError
-from course_lib.param_server import ParameterServer
+from course_lib.param_server import ParameterStoreActor
 from course_lib.pieces import Given, check_keys
 from course_lib.placement import actor_resources, check_gpus, check_pinning, started_here
 from course_lib.ray_setup import init_ray
@@ -184,7 +184,7 @@ class DistributedTrainer(Trainer):
         cfg, parts = self.cfg, self.parts
         prefix = f"{self.algo}-{uuid.uuid4().hex[:8]}"   # workers find these actors by name
         self.params = parts.add("parameter server",
-                                ParameterServer.options(name=f"{prefix}-params").remote())
+                                ParameterStoreActor.options(name=f"{prefix}-params").remote())
         replay = {"capacity": cfg.buffer_size, "spec": self.transition_spec(),
                   "seed": self.seed("replay"), **self.replay_options()}
         self.learner = parts.add("learner", self.Learner.options(
@@ -381,7 +381,7 @@ class DistributedTrainer(Trainer):
         """The replay buffer's fields (`replay.transition_spec`)."""
 
     def replay_options(self) -> dict[str, Any]:
-        """Keyword arguments of the learner's `ReplayServer` (prioritized or not, alpha)."""
+        """Keyword arguments of the learner's `ReplayStore` (prioritized or not, alpha)."""
         return {}
 
     def worker_options(self, index: int) -> dict[str, Any]:

@@ -172,6 +172,27 @@ def test_is_weights_bench_trains_with_each_variants_buffer_and_counts_steps_to_t
         ("buffer-min eps=1e-6", 1, 300.0), ("batch-max eps=1e-6", 1, 300.0)]
 
 
+def test_is_weights_buffer_variant_divides_by_the_largest_weight_in_the_buffer():
+    """The variant the library no longer keeps: w_i = (N P(i))^-beta over the largest such
+    weight among every stored transition, by hand."""
+    from course_lib.replay import transition_spec
+
+    bench = _bench_module("is_weights")
+    p, alpha, beta, eps = np.array([1.0, 2.0, 3.0, 4.0, 0.0]), 0.6, 0.4, 1e-6
+    buffer = bench.buffer_class(eps, "buffer")(5, transition_spec(obs_shape=(4,)), alpha=alpha,
+                                               seed=0)
+    buffer.add({"obs": np.zeros((5, 4), np.float32), "action": np.zeros(5, np.int64),
+                "reward": np.zeros(5, np.float32), "next_obs": np.zeros((5, 4), np.float32),
+                "terminated": np.zeros(5, bool)}, p)
+    q = (p + eps) ** alpha
+    w = (5 * q / q.sum()) ** -beta
+    w /= w.max()
+    for _ in range(5):
+        batch = buffer.sample(2, beta=beta)          # rarely holds the smallest priority
+        np.testing.assert_allclose(batch["weights"], w[batch["indices"]], rtol=1e-6)
+    assert buffer.weight_count == 10
+
+
 # ---------------------------------------------------------------------------------------------
 # SB3 against ours, the cost of going distributed, the soak (issue 17)
 # ---------------------------------------------------------------------------------------------
@@ -393,20 +414,21 @@ def test_learner_profile_splits_the_train_thread_and_the_cores():
     raw = "\n".join([
         main + "LearnerActor.train (roles.py:205);DQNLearner.update (dqn/learner.py:241) 80",
         main + "LearnerActor.train (roles.py:203);LearnerActor.sample (roles.py:231);"
-               "ReplayServer.sample (replay/server.py:42) 10",
+               "ReplayStore.sample (replay/server.py:42) 10",
         main + "LearnerActor.train (roles.py:208);LearnerActor.publish (roles.py:226);"
                "ActorMethod.remote (ray/actor.py:12) 5",
         main + "_ThreadPool.run (ray/worker.py:99) 5",              # between two tasks
-        adds + "LearnerActor.add (roles.py:219);ReplayServer.add (replay/server.py:30) 60",
+        adds + "LearnerActor.add (roles.py:219);ReplayStore.add (replay/server.py:30) 60",
         "thread (0x3);Thread.run (threading.py:1);Event.wait (threading.py:2) 100",  # Ray's
     ])
     assert profile.train_thread_split(raw) == {
         "update (torch)": 0.8, "sampling its replay buffer": 0.1, "publishing weights": 0.05,
         "between tasks (idle)": 0.05}
     assert profile.train_thread_split("") == {}
-    before = {1: ("ray::Learner.train", 10.0), 2: ("ray::Explorer", 4.0), 3: ("raylet", 1.0)}
-    after = {1: ("ray::Learner.train", 18.0), 2: ("ray::Explorer", 8.0), 3: ("raylet", 1.5),
-             4: ("ray::Explorer", 2.0)}                           # started in the window
+    before = {1: ("ray::ApexLearnerActor.train", 10.0), 2: ("ray::Explorer", 4.0),
+              3: ("raylet", 1.0)}
+    after = {1: ("ray::ApexLearnerActor.train", 18.0), 2: ("ray::Explorer", 8.0),
+             3: ("raylet", 1.5), 4: ("ray::Explorer", 2.0)}       # 4: started in the window
     assert profile.cores_by_role(before, after, wall=10.0) == {
         "learner": 0.8, "explorers": 0.6, "Ray: raylet, GCS, dashboard, agents": 0.05}
 
@@ -442,7 +464,7 @@ def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
 
 def test_overhead_section_tables_the_cpu_per_update_by_role(tmp_path):
     overhead = _bench_module("overhead")
-    cpu = lambda s: {1: ("ray::Learner", 10.0 + s), 2: ("ray::Explorer", 5.0 + s / 2),   # noqa: E731
+    cpu = lambda s: {1: ("ray::ApexLearnerActor", 10.0 + s), 2: ("ray::Explorer", 5.0 + s / 2),   # noqa: E731
                      3: ("raylet", 1.0 + s / 10), 4: ("vim notes.md", 0.5 + s)}
     samples = [{"t": 3.0 * k, "updates": max(0, 600 * (k - 2)), "cpu": cpu(2.4 * max(0, k - 2))}
                for k in range(1, 8)]

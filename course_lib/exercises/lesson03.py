@@ -34,9 +34,9 @@ def check_cached_weights(cached_class):
     """CachedWeights.get must return the newest weights and copy only when the version changed."""
     import numpy as np
 
-    from course_lib.param_server import ParameterServer
+    from course_lib.param_server import ParameterStoreActor
 
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     ray.get(ps.push.remote("net", {"w": np.zeros(3, np.float32)}))
     cache = cached_class()
     first = cache.get(ps, "net")
@@ -106,12 +106,12 @@ def _poll(latest, wanted=None, polls: int = 150, pause_s: float = 0.02) -> bool:
 
 @ray.remote(num_cpus=0)
 class _CountingServer:
-    """A ParameterServer that counts the pulls it answered with weights (copies)."""
+    """A ParameterStoreActor that counts the pulls it answered with weights (copies)."""
 
     def __init__(self):
-        from course_lib.param_server import ParameterServer
+        from course_lib.param_server import ParameterStoreActor
 
-        self.server = ParameterServer.__ray_actor_class__()
+        self.server = ParameterStoreActor.__ray_actor_class__()
         self.pulls = self.copies = 0
 
     def push(self, name, weights):
@@ -165,9 +165,9 @@ def check_worker_step(worker_step):
     version the push made."""
     import numpy as np
 
-    from course_lib.param_server import CachedWeights, ParameterServer
+    from course_lib.param_server import CachedWeights, ParameterStoreActor
 
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     seen = []
 
     def compute_gradients(weights):

@@ -31,7 +31,7 @@ from course_lib.pg.reinforce import (
 )
 from course_lib.pieces import Given
 from course_lib.pieces.param import piece_errors, server, used_by
-from course_lib.trainer import evaluation_score
+from course_lib.trainer import derive_seed, evaluation_score
 
 
 @ray.remote(num_cpus=1)
@@ -77,7 +77,7 @@ class EpisodeSampler:
         return self.pull and self.pull.pull
 
     def sample_from_server(self, ps, min_steps: int) -> dict:
-        """Like `sample`, but the worker fetches its own weights from the ParameterServer `ps`:
+        """Like `sample`, but the worker fetches its own weights from the ParameterStoreActor `ps`:
         before every episode (so, at the end of the previous one) it pulls "policy" and copies
         the weights only when the version changed. The batch adds "versions", the policy
         version each episode was played with."""
@@ -107,7 +107,8 @@ def make_policy_and_optimizer(cfg: PGConfig) -> tuple[PolicyNet, torch.optim.Opt
 
 
 def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
-    """`cfg.num_workers` EpisodeSampler actors (different seeds) holding `policy`'s weights.
+    """`cfg.num_workers` EpisodeSampler actors (worker i seeded by `derive_seed(cfg.seed,
+    "worker", i)`, the one seeding rule of every trainer) holding `policy`'s weights.
 
     Returns once every worker is up, so training clocks do not count process start-up.
     Fails fast when Ray has fewer CPUs than workers, instead of waiting forever for actors
@@ -117,7 +118,8 @@ def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
     if cfg.num_workers > cpus:
         raise ValueError(f"num_workers={cfg.num_workers} needs {cfg.num_workers} CPUs but the "
                          f"Ray cluster has {cpus:g}; lower num_workers or start Ray with more.")
-    workers = [EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma, cfg.seed + 1000 * (i + 1))
+    workers = [EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma,
+                                     derive_seed(cfg.seed, "worker", i))
                for i in range(cfg.num_workers)]
     weights_ref = ray.put(get_weights(policy))
     ray.get([w.set_weights.remote(weights_ref) for w in workers])
@@ -125,7 +127,7 @@ def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
 
 
 @contextmanager
-def rollout_workers(cfg: PGConfig, policy: PolicyNet):
+def episode_samplers(cfg: PGConfig, policy: PolicyNet):
     """`make_workers(cfg, policy)` for the length of a `with` block, killed at its end."""
     workers = make_workers(cfg, policy)
     try:
@@ -177,7 +179,7 @@ def train_sync(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     """
     policy, optimizer = make_policy_and_optimizer(cfg)
     history = []
-    with rollout_workers(cfg, policy) as workers:
+    with episode_samplers(cfg, policy) as workers:
         start = time.perf_counter()
         for _ in range(cfg.max_iterations):
             weights_ref = ray.put(get_weights(policy))              # one copy for all workers
@@ -208,7 +210,7 @@ def train_async(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     """
     policy, optimizer = make_policy_and_optimizer(cfg)
     history = []
-    with rollout_workers(cfg, policy) as workers:
+    with episode_samplers(cfg, policy) as workers:
         start = time.perf_counter()
         weights_ref = ray.put(get_weights(policy))
         in_flight = {w.sample.remote(weights_ref, cfg.steps_per_worker): w for w in workers}
@@ -237,7 +239,7 @@ def measure_sampling_throughput(cfg: PGConfig, worker_counts: list[int],
     weights_ref = ray.put(get_weights(policy))
     rates = []
     for n in worker_counts:
-        with rollout_workers(cfg.updated({"num_workers": n}), policy) as workers:
+        with episode_samplers(cfg.updated({"num_workers": n}), policy) as workers:
             ray.get([w.sample.remote(None, 10) for w in workers])          # warm up
             per_round = []
             for _ in range(rounds):
@@ -255,7 +257,7 @@ def measure_sampling_throughput(cfg: PGConfig, worker_counts: list[int],
 
 def train_with_param_server(cfg: PGConfig, ps=None, progress: Callable[[dict], None] | None = None,
                             pieces: dict | None = None) -> tuple[PolicyNet, list[dict]]:
-    """Asynchronous PG where the weights travel through a ParameterServer `ps` (a new one if
+    """Asynchronous PG where the weights travel through a ParameterStoreActor `ps` (a new one if
     None).
 
     The learner (this driver) pushes the policy after every update; workers pull it themselves
@@ -271,7 +273,7 @@ def train_with_param_server(cfg: PGConfig, ps=None, progress: Callable[[dict], N
         policy, optimizer = make_policy_and_optimizer(cfg)
         version = ray.get(ps.push.remote("policy", get_weights(policy)))
         history = []
-        with rollout_workers(cfg, policy) as workers:
+        with episode_samplers(cfg, policy) as workers:
             if pieces:
                 ray.get([w.use_pieces.remote(pieces, i, cfg.piece_timeout_s)
                          for i, w in enumerate(workers)])

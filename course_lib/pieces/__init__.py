@@ -110,7 +110,7 @@ class Given:
         return Follower(Guarded("weights_follower", self), ps, name, module, pull_every)
 
     def descent(self, replay) -> None:
-        """Make the prioritized buffer of the `ReplayServer` `replay` sample through the
+        """Make the prioritized buffer of the `ReplayStore` `replay` sample through the
         attendee's `find_prefix_sum` (nothing without one)."""
         if "find_prefix_sum" not in self.pieces:
             return

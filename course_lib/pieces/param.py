@@ -1,5 +1,5 @@
 """The guards around notebook 03's pieces (see `course_lib.pieces`): the parameter server's core
-(`VersionedWeights`) behind course_lib's `ParameterServer` interface, a rollout worker's pull
+(`VersionedWeights`) behind course_lib's `ParameterStoreActor` interface, a rollout worker's pull
 (`CachedWeights` or `PrefetchedWeights`), the synchronous average (`average_gradients`) and an
 asynchronous data-parallel worker's step (`worker_step`). Each checks its piece's contract as
 the trainer goes, and a failure reaches the driver as the run's one line (`piece_errors`).
@@ -57,10 +57,10 @@ def piece_errors():
 
 @ray.remote(num_cpus=0)
 class VersionedServer:
-    """The attendee's `VersionedWeights` actor (`handle`) behind `ParameterServer`'s interface,
+    """The attendee's `VersionedWeights` actor (`handle`) behind `ParameterStoreActor`'s interface,
     for one name: every push and pull goes to their actor, and each answer is checked (a push
     returns the next version; a pull sends the weights exactly when the caller is behind). Each
-    version is `ray.put` once, as `ParameterServer` does, so callers get an ObjectRef."""
+    version is `ray.put` once, as `ParameterStoreActor` does, so callers get an ObjectRef."""
 
     def __init__(self, handle, timeout_s: float):
         self.piece = Guarded("versioned_weights", Given({"versioned_weights": handle},
@@ -109,12 +109,12 @@ class VersionedServer:
 
 def server(ps, pieces: dict, timeout_s: float):
     """The trainer's parameter server: `ps` if given, else the attendee's `VersionedWeights`
-    behind a `VersionedServer` (pieces["versioned_weights"]), else a new `ParameterServer`."""
-    from course_lib.param_server import ParameterServer
+    behind a `VersionedServer` (pieces["versioned_weights"]), else a new `ParameterStoreActor`."""
+    from course_lib.param_server import ParameterStoreActor
 
     cls = pieces.get("versioned_weights")
     if cls is None:
-        return ps if ps is not None else ParameterServer.remote()
+        return ps if ps is not None else ParameterStoreActor.remote()
     if ps is not None:
         raise ValueError("pieces: give either a parameter server or "
                          "pieces['versioned_weights'], not both")
