@@ -257,6 +257,8 @@ class LearnerActor(ABC):
         self.lock = threading.Lock()             # adds (replay thread) against samples
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)
+        if given is not None:
+            given.sac_maths(self.learner)        # the attendee's SAC maths, if given
         if state is not None:
             self.learner.load_state_dict(state)
         self.unawaited: list[tuple[str, ray.ObjectRef]] = []   # (call, ref) not checked yet

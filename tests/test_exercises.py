@@ -313,6 +313,7 @@ FIND_THE_BUG = {
     "check_fragment_returns": "truncated by its time limit",
     "check_prefetched_weights": "kept returning version 1",
     "check_learner_loop": "the one sampled next",
+    "check_actor_step": "not towards 0.5",
 }
 
 

@@ -10,6 +10,9 @@
 | `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls  |
 | `find_prefix_sum`  | `find_prefix_sum(sums, first_leaf, target)` (04)     | the learner's     |
 |                    |                                                      | sum-tree descent  |
+| `squashed_log_prob` | `squashed_log_prob(u, mean, log_std)` (06)          | the SAC learner's |
+| `soft_target`      | `soft_target(reward, terminated, ...)` (06)          | its `q_target`    |
+| `polyak`           | `polyak(target, source, tau)` (06)                   | its Polyak update |
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
@@ -24,7 +27,7 @@ in explorer 0, in add(): ValueError: ..."; and what it must do is checked as the
 outbox's
 `flush()` has sent every transition it was given; a follower pulled when created, at each
 episode end and at least every `pull_every` steps; a descent found the slot the tree's own
-descent finds).
+descent finds; SAC's maths agrees with `course_lib`'s on the same tensors, `pieces.sac`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "outbox": ("Outbox", "explorer send step", "check_outbox"),
     "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
     "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
+    "squashed_log_prob": ("squashed_log_prob", "squashed log-prob", "check_squashed_log_prob"),
+    "soft_target": ("soft_target", "soft Bellman target", "check_soft_target"),
+    "polyak": ("polyak", "Polyak target update", "check_polyak"),
 }
 
 
@@ -99,6 +105,14 @@ class Given:
             raise ValueError("pieces: find_prefix_sum needs a prioritized replay (Ape-X); "
                              "this one samples uniformly")
         tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", self), tree)
+
+    def sac_maths(self, learner) -> None:
+        """Make the `SACLearner` `learner` call the attendee's `squashed_log_prob`,
+        `soft_target` and `polyak`, those given, each checked at every call (nothing without)."""
+        if {"squashed_log_prob", "soft_target", "polyak"} & set(self.pieces):
+            from course_lib.pieces.sac import guard_sac_maths
+
+            guard_sac_maths(self, learner)
 
 
 class Guarded:
