@@ -16,24 +16,12 @@ import torch
 from course_lib import exercises, pieces, sac
 from course_lib.failures import PartFailedError, PieceError
 from course_lib.pieces import Given
-from tests.test_parts import SAC, cell
+from tests.test_parts import SAC, cell, notebook_main  # noqa: F401  (a fixture)
 
 MATHS = ("squashed_log_prob", "soft_target", "polyak")
 
-# the pieces report their calls to a named actor; defined in `__main__`, as in a notebook
-TALLY = '''
-@ray.remote(num_cpus=0)
-class Tally:
-    def __init__(self):
-        self.counts = {}
-
-    def count(self, key, n):
-        self.counts[key] = self.counts.get(key, 0) + n
-
-    def read(self):
-        return self.counts
-
-
+# counts each call in the named actor "tally" (test_parts' Tally), as a notebook would
+TALLIED = '''
 def tallied(name, fn):
     def counted(*args):
         ray.get_actor("tally").count.remote(name, 1)
@@ -135,12 +123,12 @@ def test_blank_maths_exercises_are_left_out_and_said_so(ray_local):
                     "Polyak target update: course_lib's (yours: not implemented yet.)")
 
 
-def test_sac_trains_on_the_attendees_maths(ray_local):
-    namespace = notebook_namespace("solution")
+def test_sac_trains_on_the_attendees_maths(notebook_main):  # noqa: F811  (the fixture)
+    namespace = {**notebook_main, **notebook_namespace("solution")}
     chosen, said = pieces.yours(**{name: namespace[name] for name in MATHS})
     assert said == ("squashed log-prob: yours; soft Bellman target: yours; "
                     "Polyak target update: yours")
-    exec(TALLY, namespace)
+    exec(TALLIED, namespace)
     tally = namespace["Tally"].options(name="tally").remote()
     try:
         tallied = {name: namespace["tallied"](name, fn) for name, fn in chosen.items()}
