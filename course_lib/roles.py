@@ -233,7 +233,7 @@ class LearnerActor(ABC):
     waits for an update.
 
     `given`: the attendee's pieces (`course_lib.pieces`): their sum-tree descent samples
-    the buffer, if given.
+    the buffer, and their pieces of SAC's maths run in the SAC learner, if given.
 
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
 
