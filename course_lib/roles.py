@@ -229,7 +229,7 @@ class LearnerActor(ABC):
     waits for an update.
 
     `given`: the attendee's pieces (`course_lib.pieces`): their sum-tree descent samples
-    the buffer, if given.
+    the buffer, and their pieces of SAC's maths run in the SAC learner, if given.
 
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
 
@@ -253,6 +253,8 @@ class LearnerActor(ABC):
         self.lock = threading.Lock()             # adds (replay thread) against samples
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)
+        if given is not None:
+            given.sac_maths(self.learner)        # the attendee's SAC maths, if given
         if state is not None:
             self.learner.load_state_dict(state)
         self.unawaited: list[tuple[str, ray.ObjectRef]] = []   # (call, ref) not checked yet

@@ -320,6 +320,7 @@ FIND_THE_BUG = {
     "check_prefetched_weights": "kept returning version 1",
     "check_learner_loop": "the one sampled next",
     "check_learner_chunks": "calls in flight without bound",
+    "check_actor_step": "not towards 0.5",
 }
 
 

@@ -108,6 +108,58 @@ def check_polyak(polyak):
         raise _Failed("it changed the source network.", "Only write to the target.")
 
 
+class _PrefersHalf:
+    """A fixed pair of critics that both score the action a = 0.5 best: Q = -10 (a - 0.5)^2."""
+
+    def __call__(self, obs, action):
+        q = -10.0 * (action.squeeze(-1) - 0.5) ** 2
+        return q, q + 0.1
+
+
+@checker(6, "actor_step",
+         "the critics score the policy's own reparameterised sample, so their gradient reaches "
+         "the actor.")
+def check_actor_step(actor_step):
+    """Find the bug: actor_step(actor, critic, optimizer, batch, alpha) is one gradient step of
+    the policy, L_pi = mean(alpha log pi(a~|s) - min(Q1, Q2)(s, a~)), a~ ~ pi(.|s)."""
+    import copy
+
+    import torch
+
+    from course_lib.sac.learner import SquashedGaussianActor, actor_loss
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    batch = {"obs": torch.randn(64, 3, generator=g),
+             "action": torch.rand(64, 1, generator=g) * 2 - 1}    # the replay's actions
+    actor, critic = SquashedGaussianActor(3, 1, (32, 32)), _PrefersHalf()
+    reference = copy.deepcopy(actor)
+    torch.manual_seed(2)
+    loss = actor_step(actor, critic, torch.optim.SGD(actor.parameters(), lr=1e-2), batch, 0.05)
+    torch.manual_seed(2)
+    new_action, log_prob = reference(batch["obs"])
+    expected = actor_loss(log_prob, *critic(batch["obs"], new_action), 0.05)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=1e-2)
+    optimizer.zero_grad()
+    expected.backward()
+    optimizer.step()
+    same = all(torch.allclose(a, b, atol=1e-6) for a, b in
+                zip(actor.parameters(), reference.parameters(), strict=True))
+    if not same:
+        start = torch.tanh(reference.mean(reference.trunk(batch["obs"]))).mean().item()
+        optimizer = torch.optim.Adam(actor.parameters(), lr=1e-2)
+        for _ in range(60):
+            actor_step(actor, critic, optimizer, batch, 0.05)
+        end = actor(batch["obs"], deterministic=True)[0].mean().item()
+        raise _Failed(f"against critics that score a = 0.5 best, 60 steps moved the policy's "
+                      f"mean action from {start:.2f} to {end:.2f}, not towards 0.5.",
+                      "Which action do the critics score? The actor's gradient reaches "
+                      "min(Q1, Q2) only through an action the actor itself just sampled.")
+    if not isinstance(loss, float) or abs(loss - expected.item()) > 1e-4:
+        raise _Failed(f"it returned the loss {loss!r}, expected {expected.item():.4f}.",
+                      "Return loss.item(), the loss of the step it took.")
+
+
 class _RecordingServer:
     """Wraps a ParameterStoreActor handle: forwards `pull.remote` calls and records them, with the
     step the checker is at."""
@@ -169,3 +221,80 @@ def check_weights_follower(follower_class):
     if not torch.equal(weights_at[6], new.weight):
         raise _Failed("after the pull at step 6 the module still holds the old weights.",
                       "pull_into(ps, name, module, version) loads newer weights into module.")
+
+
+class _Recorder:
+    """Stands in for a part of a rollout worker and records what the loop did with it."""
+
+    def __init__(self, actor=None, env=None):
+        self.actor, self.env, self.calls = actor, env, []
+
+    def act(self, obs):                     # the policy: its sampled actions, recorded
+        actions = self.actor.act(obs)
+        self.calls.append(actions.copy())
+        return actions
+
+    def step(self, item):                   # the env's torque, or a follower's episode_done
+        self.calls.append(item)
+        return self.env.step(item) if self.env is not None else None
+
+    def __call__(self, batch):              # send
+        self.calls.append(list(batch))
+
+    def __getattr__(self, name):            # the env's action_space, reset, ...
+        return getattr(self.env, name)
+
+
+@checker(6, "rollout",
+         "the policy's action stored, the env's torque played, time limits bootstrapped, "
+         "sent in lists of send_every, the follower told of every step.")
+def check_rollout(rollout):
+    """rollout(env, actor, follower, send, num_steps, send_every, seed): a rollout worker's
+    loop, assembled from the policy's `act`, `sac.scale_action`, the env, `send` and the
+    follower."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from course_lib.sac.learner import SquashedGaussianActor, scale_action
+
+    torch.manual_seed(0)
+    env = _Recorder(env=gym.make("Pendulum-v1"))
+    actor = _Recorder(actor=SquashedGaussianActor(3, 1, (16,)))
+    follower, send = _Recorder(), _Recorder()
+    returns = rollout(env, actor, follower, send, 230, 50, 7)
+    env.env.close()
+    sizes = [len(batch) for batch in send.calls]
+    if sizes != [50, 50, 50, 50, 30]:
+        raise _Failed(f"230 steps with send_every=50 were sent in lists of {sizes}, expected "
+                      "[50, 50, 50, 50, 30].",
+                      "Send the outbox when it holds send_every transitions, empty it, and send "
+                      "what is left after the loop.")
+    sent = [t for batch in send.calls for t in batch]
+    played = np.array(env.calls).reshape(230, -1)
+    acted = np.concatenate(actor.calls)
+    stored = np.array([t["action"] for t in sent]).reshape(230, -1)
+    if len(acted) != 230 or not np.allclose(played, scale_action(acted, -2.0, 2.0)):
+        raise _Failed("the env was not stepped with the policy's actions scaled to its bounds.",
+                      "a = actor.act(obs[None])[0], then env.step(sac.scale_action(a, low, "
+                      "high)).")
+    if not np.allclose(stored, acted):
+        raise _Failed("the stored actions are not the policy's (in [-1, 1]): the critics would "
+                      "learn Q of the env's torque while the actor asks them about tanh(u).",
+                      "Store the policy's action; only the env gets the scaled one.")
+    if any(bool(t["terminated"]) for t in sent):
+        raise _Failed("it stored a time-limit end as terminated.",
+                      "Store `terminated` only: a truncated step still bootstraps.")
+    if follower.calls != [False] * 199 + [True] + [False] * 30:
+        raise _Failed("the follower was not told of every step, with episode_done True only "
+                      "at the episode's end (step 200).",
+                      "Call follower.step(terminated or truncated) after every env step.")
+    if np.allclose(sent[200]["obs"], sent[199]["next_obs"]) or not all(
+            np.allclose(sent[i + 1]["obs"], sent[i]["next_obs"]) for i in range(199)):
+        raise _Failed("the observations do not chain: each step must start where the last "
+                      "ended, and a new episode from env.reset().",
+                      "obs = next_obs after a step; obs = env.reset()[0] after an end.")
+    first = float(sum(t["reward"] for t in sent[:200]))
+    if len(returns) != 1 or abs(float(returns[0]) - first) > 1e-3:
+        raise _Failed(f"it returned {returns}, expected the one finished episode's return "
+                      f"[{first:.1f}].", "Sum the rewards of each episode; append at its end.")

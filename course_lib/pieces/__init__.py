@@ -22,6 +22,9 @@
 | `average_gradients`| `average_gradients(grads_list)` (03), `sync_sgd`     | the mean          |
 | `worker_step`      | `worker_step(ps, cache, compute_gradients, lr)` (03), | the driver's loop |
 |                    | `async_sgd`: each data worker pulls, computes, pushes |                   |
+| `squashed_log_prob` | `squashed_log_prob(u, mean, log_std)` (06)          | the SAC learner's |
+| `soft_target`      | `soft_target(reward, terminated, ...)` (06)          | its `q_target`    |
+| `polyak`           | `polyak(target, source, tau)` (06)                   | its Polyak update |
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
@@ -36,7 +39,7 @@ in explorer 0, in add(): ValueError: ..."; and what it must do is checked as the
 outbox's
 `flush()` has sent every transition it was given; a follower pulled when created, at each
 episode end and at least every `pull_every` steps; a descent found the slot the tree's own
-descent finds).
+descent finds; SAC's maths agrees with `course_lib`'s on the same tensors, `pieces.sac`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "prefetched_weights": ("PrefetchedWeights", "prefetched pull", "check_prefetched_weights"),
     "average_gradients": ("average_gradients", "gradient average", "check_average_gradients"),
     "worker_step": ("worker_step", "asynchronous worker step", "check_worker_step"),
+    "squashed_log_prob": ("squashed_log_prob", "squashed log-prob", "check_squashed_log_prob"),
+    "soft_target": ("soft_target", "soft Bellman target", "check_soft_target"),
+    "polyak": ("polyak", "Polyak target update", "check_polyak"),
 }
 
 
@@ -140,6 +146,7 @@ class Given:
         if "learner_chunks" not in self.pieces:
             return None
         return Chunks(Guarded("learner_chunks", self), chunk, most)
+
     def worker_pull(self, ps, index: int):
         """Rollout worker `index`'s pull-if-newer from the attendee's `CachedWeights` or
         `PrefetchedWeights` (notebook 03), or None: see `course_lib.pieces.param`."""
@@ -159,6 +166,14 @@ class Given:
         from course_lib.pieces.param import stepper
 
         return stepper(self, ps, compute_gradients, lr) if "worker_step" in self.pieces else None
+
+    def sac_maths(self, learner) -> None:
+        """Make the `SACLearner` `learner` call the attendee's `squashed_log_prob`,
+        `soft_target` and `polyak`, those given, each checked at every call (nothing without)."""
+        if {"squashed_log_prob", "soft_target", "polyak"} & set(self.pieces):
+            from course_lib.pieces.sac import guard_sac_maths
+
+            guard_sac_maths(self, learner)
 
 
 class Guarded:

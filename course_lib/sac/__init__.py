@@ -11,7 +11,7 @@
 The maths, one small function each (tests and notebook 06 call exactly these):
 
     a = tanh(u),  u = mu(s) + sigma(s) * eps,  eps ~ N(0, I)          `squashed_gaussian`
-    log pi(a|s) = log N(u; mu, sigma) - sum_i log(1 - tanh(u_i)^2)
+    log pi(a|s) = log N(u; mu, sigma) - sum_i log(1 - tanh(u_i)^2)      `squashed_log_prob`
     y  = r + gamma * (1 - terminated) * (min_j Q'_j(s', a') - alpha * log pi(a'|s')),
          a' ~ pi(.|s')                                                 `q_target`
     L_Q  = mean (Q_1(s, a) - y)^2 + mean (Q_2(s, a) - y)^2             `critic_loss`
@@ -47,6 +47,7 @@ from course_lib.sac.learner import (
     q_target as q_target,
     scale_action as scale_action,
     squashed_gaussian as squashed_gaussian,
+    squashed_log_prob as squashed_log_prob,
 )
 from course_lib.sac.parallel import (
     ALGORITHM as ALGORITHM,

@@ -28,9 +28,26 @@ if TYPE_CHECKING:
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
-def squashed_gaussian(mean: torch.Tensor, log_std: torch.Tensor,
-                      deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """A sample a = tanh(u), u ~ N(mean, exp(log_std)^2), and its log-density log pi(a).
+def squashed_log_prob(u: torch.Tensor, mean: torch.Tensor,
+                      log_std: torch.Tensor) -> torch.Tensor:
+    """log pi(tanh(u)) of a pre-squash sample u (B, A) of N(mean, exp(log_std)^2), shape (B,).
+
+    Change of variables: a = tanh(u) has density N(u) / |da/du| with da/du = 1 - tanh(u)^2, so
+
+        log pi(a) = sum_i [ log N(u_i; mean_i, std_i) - log(1 - tanh(u_i)^2) ]
+
+    and log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), which stays finite when tanh(u)
+    rounds to +-1 (the naive form gives log 0 = -inf there).
+    """
+    log_normal = -0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - 0.5 * math.log(2 * math.pi)
+    log_jacobian = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
+    return (log_normal - log_jacobian).sum(dim=-1)
+
+
+def squashed_gaussian(mean: torch.Tensor, log_std: torch.Tensor, deterministic: bool = False,
+                      log_prob=squashed_log_prob) -> tuple[torch.Tensor, torch.Tensor]:
+    """A sample a = tanh(u), u ~ N(mean, exp(log_std)^2), and its log-density log pi(a)
+    (`log_prob(u, mean, log_std)`: `squashed_log_prob`, or an attendee's in its place).
 
     | argument / result | shape      | meaning                                          |
     | ----------------- | ---------- | ------------------------------------------------ |
@@ -38,19 +55,11 @@ def squashed_gaussian(mean: torch.Tensor, log_std: torch.Tensor,
     | action            | (B, A)     | tanh(u), in (-1, 1); deterministic: tanh(mean)   |
     | log_prob          | (B,)       | log pi(a), summed over the A action dimensions   |
 
-    Change of variables: a = tanh(u) has density N(u) / |da/du| with da/du = 1 - tanh(u)^2, so
-
-        log pi(a) = sum_i [ log N(u_i; mean_i, std_i) - log(1 - tanh(u_i)^2) ]
-
-    and log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), which stays finite when tanh(u)
-    rounds to +-1 (the naive form gives log 0 = -inf there). The sample is reparameterised
-    (u = mean + std * eps), so gradients flow into mean and log_std.
+    The sample is reparameterised (u = mean + std * eps), so gradients flow into mean and
+    log_std.
     """
-    std = log_std.exp()
-    u = mean if deterministic else mean + std * torch.randn_like(mean)
-    log_normal = -0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)
-    log_jacobian = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
-    return torch.tanh(u), (log_normal - log_jacobian).sum(dim=-1)
+    u = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+    return torch.tanh(u), log_prob(u, mean, log_std)
 
 
 class SquashedGaussianActor(nn.Module):
@@ -59,7 +68,11 @@ class SquashedGaussianActor(nn.Module):
     | call                          | input         | output                            |
     | ----------------------------- | ------------- | --------------------------------- |
     | `forward(obs, deterministic)` | (B, obs_dim)  | action (B, A) in (-1, 1), log_prob (B,) |
+
+    `squashed_log_prob` is the log-density it uses (an attendee's, given through `pieces`).
     """
+
+    squashed_log_prob = staticmethod(squashed_log_prob)
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...] = (128, 128)):
         super().__init__()
@@ -70,7 +83,7 @@ class SquashedGaussianActor(nn.Module):
     def forward(self, obs: torch.Tensor, deterministic: bool = False):
         h = self.trunk(obs)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
-        return squashed_gaussian(self.mean(h), log_std, deterministic)
+        return squashed_gaussian(self.mean(h), log_std, deterministic, self.squashed_log_prob)
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -164,7 +177,11 @@ class SACLearner:
 
     `batch` holds obs (B, obs_dim), action (B, A) in [-1, 1], reward (B,), next_obs,
     terminated (B,). The device is the first GPU if one is visible, else the CPU.
+    `q_target` and `polyak_update` are the functions it calls (an attendee's, given through
+    `pieces`; `actor.squashed_log_prob` likewise).
     """
+
+    q_target, polyak_update = staticmethod(q_target), staticmethod(polyak_update)
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...] = (128, 128),
                  lr: float = 1e-3, alpha_lr: float = 1e-3, init_alpha: float = 1.0,
@@ -194,9 +211,9 @@ class SACLearner:
         # -- critics: regress both Q's on the soft Bellman target -----------------------------
         with torch.no_grad():
             next_action, next_log_prob = self.actor(t["next_obs"])
-            y = q_target(t["reward"], t["terminated"], *self.critic_target(t["next_obs"],
-                                                                            next_action),
-                         next_log_prob, alpha, self.gamma)
+            y = self.q_target(t["reward"], t["terminated"],
+                              *self.critic_target(t["next_obs"], next_action), next_log_prob,
+                              alpha, self.gamma)
         q1, q2 = self.critic(obs, action)
         loss_q = critic_loss(q1, q2, y)
         self.critic_opt.zero_grad()
@@ -216,7 +233,7 @@ class SACLearner:
         loss_alpha.backward()
         self.alpha_opt.step()
         # -- targets: a slow Polyak average of the critics ------------------------------------
-        polyak_update(self.critic_target, self.critic, self.tau)
+        self.polyak_update(self.critic_target, self.critic, self.tau)
         self.updates += 1
         return {"critic_loss": loss_q.item(), "actor_loss": loss_pi.item(),
                 "alpha": alpha.item(), "entropy": -log_prob.mean().item(),

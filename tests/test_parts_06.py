@@ -1,0 +1,180 @@
+"""Notebook 06's pieces train the agent: the solutions of `squashed_log_prob`, `soft_target` and
+`polyak`, taken from the notebook, run inside the real SAC learner (`pieces=`), each checked
+against `course_lib`'s at every call; a wrong one ends the run with one line naming it; a blank
+one is left out and said so. Also the find-the-bug and assemble exercises' checks (`actor_step`,
+`rollout`), with the notebook's own cells. The weights follower has its tests in test_parts.py.
+"""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import ray
+import torch
+
+from course_lib import exercises, pieces, sac
+from course_lib.failures import PartFailedError, PieceError
+from course_lib.pieces import Given
+from tests.test_parts import SAC, cell, notebook_main  # noqa: F401  (a fixture)
+
+MATHS = ("squashed_log_prob", "soft_target", "polyak")
+
+# counts each call in the named actor "tally" (test_parts' Tally), as a notebook would
+TALLIED = '''
+def tallied(name, fn):
+    def counted(*args):
+        ray.get_actor("tally").count.remote(name, 1)
+        return fn(*args)
+    return counted
+'''
+
+
+def notebook_namespace(tag: str) -> dict:
+    """The three maths exercises as the notebook's cells tagged `tag` define them."""
+    namespace = {"__name__": "__main__"}
+    exec("import math\nimport ray\nimport torch\nimport torch.nn.functional as F\n"
+         "from course_lib import sac", namespace)
+    for name in MATHS:
+        exec(cell("06", tag, name), namespace)
+    return namespace
+
+
+def a_batch(n: int = 64) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"obs": rng.standard_normal((n, 3), dtype=np.float32),
+            "action": rng.uniform(-1, 1, (n, 1)).astype(np.float32),
+            "reward": -rng.random(n).astype(np.float32),
+            "next_obs": rng.standard_normal((n, 3), dtype=np.float32),
+            "terminated": rng.random(n) < 0.2}
+
+
+def updates(given_pieces: dict, n: int = 3) -> sac.SACLearner:
+    torch.manual_seed(0)
+    learner = sac.SACLearner(3, 1, (16, 16), device="cpu")
+    Given(given_pieces, "the learner", 10.0).sac_maths(learner)
+    for _ in range(n):
+        learner.update(a_batch())
+    return learner
+
+
+def test_the_learner_with_the_notebooks_maths_learns_exactly_as_course_libs():
+    solutions = notebook_namespace("solution")
+    theirs = updates({name: solutions[name] for name in MATHS})
+    ours = updates({})
+    for a, b in zip(theirs.critic_target.parameters(), ours.critic_target.parameters(),
+                    strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert theirs.updates == ours.updates == 3
+
+
+WRONG = {
+    "squashed_log_prob": ('''
+def squashed_log_prob(u, mean, log_std):
+    return (-0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std
+            - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
+''', r"your squashed_log_prob broke its contract in the learner: for a batch u of shape "
+     r"\(64, 1\) it gave \S+ where course_lib's gives \S+ \(\d+ of 64 values differ\)"),
+    "soft_target": ('''
+def soft_target(reward, terminated, next_q1, next_q2, next_log_prob, alpha, gamma):
+    return reward + gamma * (torch.max(next_q1, next_q2) - alpha * next_log_prob)
+''', r"your soft_target broke its contract in the learner: for a batch of 64 transitions it "
+     r"gave \S+ where course_lib's gives \S+"),
+    "polyak": ('''
+def polyak(target, source, tau):
+    with torch.no_grad():
+        for t, s in zip(target.parameters(), source.parameters()):
+            t.mul_(tau).add_((1 - tau) * s)
+''', r"your polyak broke its contract in the learner: with tau=0.005 the target did not move "
+     r"tau of the way to the source: it gave"),
+}
+
+
+@pytest.mark.parametrize("name", MATHS)
+def test_a_wrong_maths_piece_is_named_in_one_line(name):
+    namespace = notebook_namespace("solution")
+    exec(WRONG[name][0], namespace)
+    with pytest.raises(PieceError) as caught:
+        updates({name: namespace[name]})
+    assert re.match(WRONG[name][1], str(caught.value)), str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_maths_piece_that_raises_is_named():
+    def broken(u, mean, log_std):
+        raise ValueError("boom")
+    with pytest.raises(PieceError, match=r"^your squashed_log_prob failed in the learner, in "
+                                         r"squashed_log_prob\(\): ValueError: boom$"):
+        updates({"squashed_log_prob": broken})
+
+
+def test_the_maths_pieces_are_refused_outside_sac():
+    learner = object()
+    with pytest.raises(ValueError, match=r"pieces: polyak are pieces of SAC's learner"):
+        Given({"polyak": print}, "the learner", 1.0).sac_maths(learner)
+
+
+def test_blank_maths_exercises_are_left_out_and_said_so(ray_local):
+    stubs = notebook_namespace("exercise")
+    chosen, said = pieces.yours(**{name: stubs[name] for name in MATHS})
+    assert chosen == {}
+    assert said == ("squashed log-prob: course_lib's (yours: not implemented yet.); "
+                    "soft Bellman target: course_lib's (yours: not implemented yet.); "
+                    "Polyak target update: course_lib's (yours: not implemented yet.)")
+
+
+def test_sac_trains_on_the_attendees_maths(notebook_main):  # noqa: F811  (the fixture)
+    namespace = {**notebook_main, **notebook_namespace("solution")}
+    chosen, said = pieces.yours(**{name: namespace[name] for name in MATHS})
+    assert said == ("squashed log-prob: yours; soft Bellman target: yours; "
+                    "Polyak target update: yours")
+    exec(TALLIED, namespace)
+    tally = namespace["Tally"].options(name="tally").remote()
+    try:
+        tallied = {name: namespace["tallied"](name, fn) for name, fn in chosen.items()}
+        result = sac.train_sac(SAC, pieces=tallied)
+        counts = ray.get(tally.read.remote())
+    finally:
+        ray.kill(tally)
+    updates_done = result.last["learner_updates"]
+    assert updates_done > 0
+    # every update: two log-probs (s and s'), one target, one Polyak step, in the learner
+    assert counts["squashed_log_prob"] >= 2 * updates_done
+    assert counts["soft_target"] >= updates_done and counts["polyak"] >= updates_done
+
+
+def test_a_wrong_maths_piece_ends_a_run_with_one_line(ray_local):
+    namespace = notebook_namespace("solution")
+    exec(WRONG["soft_target"][0], namespace)
+    with pytest.raises(PartFailedError) as caught:
+        sac.train_sac(SAC, pieces={"soft_target": namespace["soft_target"]})
+    assert re.match("^" + WRONG["soft_target"][1], str(caught.value)), str(caught.value)
+
+
+# -- the find-the-bug and assemble exercises -------------------------------------------------
+
+def exercise_namespace(tag: str, name: str) -> dict:
+    namespace = {"__name__": "__main__", "torch": torch, "sac": sac, "math": math}
+    exec(cell("06", tag, name), namespace)
+    return namespace
+
+
+def test_the_planted_bug_is_found_and_the_fix_accepted():
+    buggy = exercises.check_actor_step(exercise_namespace("exercise", "actor_step")["actor_step"])
+    assert not buggy and "not towards 0.5" in buggy.message and "sampled" in buggy.hint
+    assert exercises.check_actor_step(exercise_namespace("solution", "actor_step")["actor_step"])
+
+
+def test_the_assembled_rollout_loop_is_checked(ray_local):
+    assert not exercises.check_rollout(exercise_namespace("exercise", "rollout")["rollout"])
+    fixed = cell("06", "solution", "rollout")
+    assert exercises.check_rollout(exercise_namespace("solution", "rollout")["rollout"])
+    for wrong, message in [('"action": action,', "not the policy's"),
+                           ('"terminated": terminated}', "time-limit end as terminated")]:
+        broken = fixed.replace(wrong, wrong.replace("action,", "sac.scale_action(action, low, "
+                                                    "high),").replace(
+            "terminated}", "terminated or truncated}"))
+        namespace = {"__name__": "__main__", "torch": torch, "sac": sac}
+        exec(broken, namespace)
+        result = exercises.check_rollout(namespace["rollout"])
+        assert not result and message in result.message, result
