@@ -109,6 +109,22 @@ def test_setup_check_accepts_the_pythons_of_requires_python(monkeypatch):
         assert ok or "<3.14" in check.fix and ">=3.11" in check.fix
 
 
+def test_setup_check_checks_the_attendees_set(monkeypatch):
+    """Notebook 00's check covers JupyterLab and the notebooks' packages (the `attendee`
+    extra), not only the base that training needs, and not the test tools."""
+    from course_lib import setup_check
+
+    metadata = list(PROJECT["dependencies"])             # as pip writes Requires-Dist
+    for extra, reqs in PROJECT["optional-dependencies"].items():
+        for req in map(Requirement, reqs):
+            marker = f"({req.marker}) and " if req.marker else ""
+            metadata.append(f"{req.name}{req.specifier}; {marker}extra == {extra!r}")
+    monkeypatch.setattr(setup_check.md, "requires", lambda name: metadata)
+    names = {req.name for req in setup_check.pinned_requirements()}
+    assert {"ray", "torch", "jupyterlab", "ipykernel", "pygame"} <= names
+    assert not names & {"pytest", "pandas", "mistune"}
+
+
 # --- install routes ---------------------------------------------------------------------------
 
 def make_dry_run(tmp_path: Path, target: str, **variables: str) -> str:
