@@ -49,9 +49,10 @@ def _applies(req: Requirement, extra: str = "") -> bool:
     return req.marker is None or req.marker.evaluate({"extra": extra})
 
 
-def closure() -> dict[str, str]:
+def closure(leaves: frozenset[str] = frozenset()) -> dict[str, str]:
     """{canonical name: installed version} of everything the project with all its extras
-    needs here, walked through the installed metadata."""
+    needs here, walked through the installed metadata; the requirements of `leaves` are not
+    followed (torch's differ between its CPU and CUDA builds)."""
     name, base, extras = project_requirements()
     own = canonicalize_name(name)
     wanted = [r for r in base if _applies(r)]
@@ -70,7 +71,7 @@ def closure() -> dict[str, str]:
             sys.exit(f"lock: {req.name} is required but not installed in {sys.prefix}: "
                      "install the full set first (make install)")
         found[key] = dist.version.split("+")[0]
-        for sub in map(Requirement, dist.requires or []):
+        for sub in [] if key in leaves else map(Requirement, dist.requires or []):
             if any(_applies(sub, extra) for extra in ("", *req.extras)):
                 wanted.append(sub)
     return found

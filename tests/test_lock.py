@@ -41,15 +41,15 @@ def test_lock_has_pyprojects_pins_and_markers():
 
 
 def test_the_installed_environment_is_the_locked_one():
-    """What the tests run in (installed from the lock) has the lock's versions. Packages that
-    only one platform's build pulls in (the CUDA build of torch's nvidia-* libraries) are not
-    in a lock written with the CPU build; every other one is."""
+    """What the tests run in (installed from the lock) has the lock's versions. What torch
+    brings depends on its build (the CUDA build adds nvidia-* and cuda-* libraries, which a
+    lock written with the CPU build lacks); every other package is in the lock."""
     lock = locked()
     installed = locker.closure()
     wrong = {name: (version, str(lock[name].specifier)) for name, version in installed.items()
              if name in lock and not lock[name].specifier.contains(version, prereleases=True)}
     assert not wrong, f"installed here (version, lock): {wrong}: make lock, or reinstall"
-    missing = {n for n in installed if n not in lock and not n.startswith(("nvidia-", "triton"))}
+    missing = set(locker.closure(leaves=frozenset({"torch"}))) - set(lock)
     assert not missing, f"installed through the pins but not locked: {sorted(missing)}"
 
 
