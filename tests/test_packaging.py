@@ -162,7 +162,7 @@ def test_every_make_install_takes_the_locks_versions(tmp_path, target, variables
 
 
 def test_rllib_is_the_attendees_choice(tmp_path):
-    """`make lab` leaves RLlib out (~390 MiB for notebook 07 alone); RLLIB=1 adds it."""
+    """`make lab` leaves RLlib out (~400 MiB for notebook 07 alone); RLLIB=1 adds it."""
     assert installed_extras(make_dry_run(tmp_path, "lab")) == ["attendee"]
     assert installed_extras(make_dry_run(tmp_path, "lab", RLLIB="1")) == ["attendee,rllib"]
     assert installed_extras(make_dry_run(tmp_path, "test")) == ["test"]
