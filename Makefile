@@ -4,14 +4,19 @@
 PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-# Two installs: what attendees need (the notebooks, RLlib for notebook 07) and everything
-# (tests, decks, benchmarks). Each stamp is renewed when pyproject.toml changes.
-LAB_STAMP := $(VENV)/.installed-lab
-STAMP     := $(VENV)/.installed-all
+# Two installs: what attendees need (the notebooks; RLLIB=1 adds RLlib for notebook 07) and
+# everything (tests, decks, benchmarks). Each stamp is renewed when pyproject.toml or the lock
+# changes. Every install takes its versions from requirements/lock.txt (`make lock`), the
+# tested environment, as pip constraints.
+comma := ,
+LAB_EXTRAS := attendee$(if $(RLLIB),$(comma)rllib,)
+LAB_STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(LAB_EXTRAS))
+STAMP      := $(VENV)/.installed-all
+LOCK       := requirements/lock.txt
 # Extra pip arguments, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu on a Linux laptop
 # without a GPU (the CPU build of torch is ~200 MB instead of several GB).
 TORCH_INDEX ?=
-PIP_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
+PIP_ARGS := -c $(LOCK) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 # Jupyter refuses to run as root unless told; containers often run as root.
 LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -19,10 +24,10 @@ LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WHEELHOUSE ?=
 PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: help install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench fresh clean
+.PHONY: help install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench fresh clean lock
 
 help:
-	@echo "make lab        set up (first time: notebooks + RLlib) and open your workshop/ folder"
+	@echo "make lab        set up (first time) and open your workshop/ folder (RLLIB=1: with RLlib)"
 	@echo "make workshop-refresh  a fresh workshop/ (the old one is kept as workshop.backup-<time>)"
 	@echo "make test       set up everything (first time) and run every test"
 	@echo "make notebooks  re-execute every notebook in full mode, in place (refreshes outputs)"
@@ -31,6 +36,7 @@ help:
 	@echo "make slides     instructor decks: build/slides/*.html (offline) and *.pdf"
 	@echo "make wheelhouse every wheel the workshop needs in wheelhouse/ (USB stick install)"
 	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests; may sudo)"
+	@echo "make lock       requirements/lock.txt from .venv (after the tests passed in it)"
 	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 	@echo "make fresh      list the notebooks, results and figures whose code changed since they ran"
 
@@ -42,12 +48,13 @@ $(BIN)/python:
 	@$(PYTHON) -c '$(PYTHON_OK)'
 	$(PYTHON) -m venv $(VENV)
 
-$(LAB_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[rllib]"
+$(LAB_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[$(LAB_EXTRAS)]"
 	touch $(LAB_STAMP)
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test,slides,rllib,bench]"
+# test: every extra (attendee, rllib, instructor, bench) and the test tools
+$(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test]"
 	touch $(STAMP) $(LAB_STAMP)
 
 install: $(STAMP)
@@ -107,15 +114,20 @@ chromium:
 	  echo "no Chromium and no apt-get: install Chromium or Chrome (browser tests skip without it)"; \
 	fi
 
-# Every wheel of the tested environment (exact versions: pip freeze of .venv), the build
-# backend, and the workshop itself, for `pip install --no-index --find-links wheelhouse`.
-# For the Python version it is built with: build one per Python the attendees bring.
-# Wheels are per platform: build it on the OS/CPU the attendees use (torch: CPU build if
-# installed with TORCH_INDEX=https://download.pytorch.org/whl/cpu).
-wheelhouse: $(STAMP)
+# The lock: every package of the environment the tests passed in, at its exact version (run it
+# after `make test` passed with new pins). tests/test_lock.py checks it against pyproject.toml.
+lock: $(STAMP)
+	$(BIN)/python scripts/lock.py
+
+# Every wheel the attendee's set needs, RLlib included (an attendee may opt in offline), at the
+# lock's versions, the build backend, and the workshop itself, for
+# `make lab WHEELHOUSE=wheelhouse`. For the Python version it is built with: build one per
+# Python the attendees bring. Wheels are per platform: build it on the OS/CPU the attendees
+# use (torch: pass TORCH_INDEX=https://download.pytorch.org/whl/cpu for the CPU build).
+WHEEL_EXTRAS ?= attendee,rllib
+wheelhouse: | $(BIN)/python
 	mkdir -p wheelhouse
-	$(BIN)/python -m pip freeze --exclude-editable > wheelhouse/requirements.txt
-	$(BIN)/python -m pip download $(PIP_ARGS) --dest wheelhouse -r wheelhouse/requirements.txt \
+	$(BIN)/python -m pip download $(PIP_ARGS) --dest wheelhouse ".[$(WHEEL_EXTRAS)]" \
 	    "setuptools>=68" wheel pip
 	$(BIN)/python -m pip wheel --no-deps --wheel-dir wheelhouse .
 	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"

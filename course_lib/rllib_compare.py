@@ -46,7 +46,9 @@ from course_lib.envs import evaluate_policy
 from course_lib.results import TrainResult, run_training
 from course_lib.trainer import evaluation_request, evaluation_score
 
-INSTALL_HINT = 'RLlib is not installed: run `pip install -e ".[rllib]"` (adds ray[rllib]).'
+INSTALL_HINT = ("RLlib is not installed (it is opt-in): run `make lab RLLIB=1`, or "
+                '`pip install -c requirements/lock.txt -e ".[attendee,rllib]"`, then restart '
+                "the kernel")
 
 #: each algorithm's task and goal (the same as course_lib's Ape-X and SAC presets)
 TASKS = {"dqn": {"env_id": "CartPole-v1", "target_return": 475.0},

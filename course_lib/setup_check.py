@@ -18,7 +18,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 PACKAGE = "course-lib"
-INSTALL_FIX = "run `make lab` (or `pip install -e .`) from the repository root"
+INSTALL_FIX = ("run `make lab` (or `pip install -c requirements/lock.txt -e \".[attendee]\"`) "
+               "from the repository root")
 
 
 @dataclass
@@ -29,8 +30,9 @@ class Check:
     fix: str = ""
 
 
-def pinned_requirements(extras: tuple[str, ...] = ()) -> list[Requirement]:
-    """The exact pins course-lib was installed with (read from its installed metadata)."""
+def pinned_requirements(extras: tuple[str, ...] = ("attendee",)) -> list[Requirement]:
+    """The exact pins of course-lib and of its `extras` (read from its installed metadata):
+    by default the attendee's set, what the notebooks need beyond training's base."""
     reqs = [Requirement(r) for r in md.requires(PACKAGE) or []]
     env = [{"extra": e} for e in ("",) + extras]
     return [r for r in reqs if r.marker is None or any(r.marker.evaluate(e) for e in env)]

@@ -46,7 +46,7 @@ def test_aws_yaml_passes_rays_own_validator():
     assert prepared["idle_timeout_minutes"] > 0
     # Our commands replaced the launcher defaults (which install a Ray nightly wheel).
     commands = " ".join(prepared["head_setup_commands"] + prepared["worker_setup_commands"])
-    assert "ray-wheels" not in commands and "ray[default]==" in commands
+    assert "ray-wheels" not in commands and f"-c {NODE_LOCK}" in commands
 
 
 #: what the AWS provider fills in at launch for `resources: {}` (it asks EC2 for the instance
@@ -145,32 +145,42 @@ def test_token_auth_reaches_every_node():
     assert "RAY_AUTH_TOKEN=" not in AWS_YAML.read_text()
 
 
-def test_version_pins_match_pyproject():
+#: where the nodes find the lock (cluster/aws.yaml's file_mounts ship requirements/lock.txt)
+NODE_LOCK = "~/workshop/requirements/lock.txt"
+
+
+def test_nodes_install_from_the_lock():
+    """No version is copied into the YAML: the nodes install with the lock as constraints,
+    and the pins read through it are pyproject.toml's (the lock's test keeps those equal)."""
+    config = _aws_config()
+    assert config["file_mounts"][NODE_LOCK] == "./requirements/lock.txt"
+    installs = [c for c in config["setup_commands"] if "uv pip install" in c and "torch" in c
+                or "-e ~/workshop" in c]
+    assert len(installs) == 2 and all(f"-c {NODE_LOCK}" in c for c in installs)
+    assert "==" not in " ".join(config["setup_commands"])
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = {Requirement(r).name.lower(): str(Requirement(r).specifier).removeprefix("==")
             for r in project["dependencies"]}
-    found = cl.cluster_versions(_aws_config())
+    found = cl.cluster_versions(config)
     assert found["ray"] == pins["ray"] == "2.60.0"
     assert SpecifierSet(project["requires-python"]).contains(found["python"])
-    assert found["packages"], "the YAML should pin torch for its CPU nodes"
-    for name, version in found["packages"].items():
-        assert version == pins[name], name
-
-
-# Only on the laptop: the notebooks' JupyterLab, kernel and widgets, notebook 04's cpprb, and
-# pygame, which draws the animations of trained agents (`evaluate --render`), not training.
-NOTEBOOK_ONLY = {"jupyterlab", "ipykernel", "ipython", "ipywidgets", "cpprb", "pygame"}
+    for name, version in pins.items():
+        assert name == "ray" or found["packages"][name] == version, name
 
 
 def test_nodes_install_what_training_needs_and_nothing_else():
+    """The nodes install the package without extras: its base requirements are what training
+    needs; JupyterLab, the notebooks' extras and the test tools stay on the laptop."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    base = {Requirement(r).name.lower() for r in project["dependencies"]}
-    tools = {Requirement(r).name.lower() for r in project["optional-dependencies"]["test"]}
-    found = cl.cluster_versions(_aws_config())
-    on_nodes = set(found["packages"]) | {"ray"}
-    assert on_nodes == base - NOTEBOOK_ONLY
-    assert not on_nodes & tools
-    assert "--no-deps -e ~/workshop" in " ".join(_aws_config()["setup_commands"])
+    names = {Requirement(r).name.lower() for r in project["dependencies"]}
+    extras = project["optional-dependencies"]
+    laptop_only = {Requirement(r).name.lower() for group in ("attendee", "test")
+                   for r in extras[group]} - {"course-lib"}
+    assert {"jupyterlab", "ipykernel", "cpprb", "pytest"} <= laptop_only
+    assert not names & laptop_only
+    assert {"ray", "torch", "gymnasium", "tqdm", "tensorboard"} <= names
+    [install] = [c for c in _aws_config()["setup_commands"] if "-e ~/workshop" in c]
+    assert install.rstrip().endswith("-e ~/workshop")           # no [extras]
 
 
 def test_check_versions_accepts_the_installed_stack():
@@ -182,23 +192,48 @@ def test_check_versions_accepts_the_installed_stack():
     assert same_minor or any("Ray Client" in note for note in report["notes"])
 
 
-@pytest.mark.parametrize("old, new, expected", [
-    ('"ray[default]==2.60.0"', '"ray[default]==2.59.0"', r"installs Ray 2\.59\.0 but Ray 2\.60\.0"),
-    ("--python 3.11.14", "--python 3.10.16",
-     r"nodes run Python 3\.10\.16, which the workshop does not support"),
-])
-def test_version_drift_is_refused(tmp_path, old, new, expected):
+def _drifted(tmp_path: Path, lock_change=("", ""), yaml_change=("", "")) -> Path:
+    """A copy of aws.yaml (and of the lock it mounts) with one string replaced."""
+    lock = tmp_path / "lock.txt"
+    text = (ROOT / "requirements" / "lock.txt").read_text()
+    assert lock_change[0] in text
+    lock.write_text(text.replace(*lock_change))
     text = AWS_YAML.read_text()
-    assert old in text
-    path = tmp_path / "drift.yaml"
-    path.write_text(text.replace(old, new))
-    with pytest.raises(cl.ClusterConfigError, match=expected):
+    assert yaml_change[0] in text
+    config = yaml.safe_load(text.replace(*yaml_change))
+    config["file_mounts"][NODE_LOCK] = str(lock)
+    return _write_yaml(tmp_path / "drift.yaml", config)
+
+
+def test_ray_drift_in_the_lock_is_refused(tmp_path):
+    path = _drifted(tmp_path, lock_change=("\nray==2.60.0\n", "\nray==2.59.0\n"))
+    with pytest.raises(cl.ClusterConfigError, match=r"installs Ray 2\.59\.0 but Ray 2\.60\.0"):
         cl.check_versions(path)
+
+
+def test_python_drift_is_refused(tmp_path):
+    path = _drifted(tmp_path, yaml_change=("--python 3.11.14", "--python 3.10.16"))
+    with pytest.raises(cl.ClusterConfigError,
+                       match=r"nodes run Python 3\.10\.16, which the workshop does not support"):
+        cl.check_versions(path)
+
+
+def test_a_pin_in_a_command_wins_over_the_lock(tmp_path):
+    config = _aws_config()
+    config["setup_commands"].append('pip install "ray[default]==2.59.0"')
+    assert cl.cluster_versions(config)["ray"] == "2.59.0"
+
+
+def test_a_missing_lock_is_one_line_naming_it(tmp_path):
+    config = _aws_config()
+    config["file_mounts"][NODE_LOCK] = "./no/such/lock.txt"
+    with pytest.raises(cl.ClusterConfigError, match=r"mounted from \./no/such/lock\.txt, which"):
+        cl.cluster_versions(config)
 
 
 def test_unpinned_ray_is_refused(tmp_path):
     config = _aws_config()
-    config["setup_commands"] = [c for c in config["setup_commands"] if "ray[default]" not in c]
+    config["setup_commands"] = [c for c in config["setup_commands"] if NODE_LOCK not in c]
     with pytest.raises(cl.ClusterConfigError, match="does not pin Ray"):
         cl.check_versions(_write_yaml(tmp_path / "unpinned.yaml", config))
 

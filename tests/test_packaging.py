@@ -81,7 +81,7 @@ def test_environment_yml_has_no_pins_of_its_own():
     assert sorted(d.split(">")[0].split("=")[0].split("<")[0] for d in conda) == ["pip", "python"]
     python = next(d for d in conda if d.startswith("python"))
     assert python.removeprefix("python") == PROJECT["requires-python"].replace(" ", "")
-    assert len(pip) == 1 and pip[0].startswith("-e .[")
+    assert pip[0] == "-c requirements/lock.txt" and pip[1:] == [p for p in pip if "-e .[" in p]
 
 
 def test_ray_starts_without_the_slow_jsonschema_import():
@@ -106,13 +106,30 @@ def test_setup_check_accepts_the_pythons_of_requires_python(monkeypatch):
         assert ok or "<3.14" in check.fix and ">=3.11" in check.fix
 
 
+def test_setup_check_checks_the_attendees_set(monkeypatch):
+    """Notebook 00's check covers JupyterLab and the notebooks' packages (the `attendee`
+    extra), not only the base that training needs, and not the test tools."""
+    from course_lib import setup_check
+
+    metadata = list(PROJECT["dependencies"])             # as pip writes Requires-Dist
+    for extra, reqs in PROJECT["optional-dependencies"].items():
+        for req in map(Requirement, reqs):
+            marker = f"({req.marker}) and " if req.marker else ""
+            metadata.append(f"{req.name}{req.specifier}; {marker}extra == {extra!r}")
+    monkeypatch.setattr(setup_check.md, "requires", lambda name: metadata)
+    names = {req.name for req in setup_check.pinned_requirements()}
+    assert {"ray", "torch", "jupyterlab", "ipykernel", "pygame"} <= names
+    assert not names & {"pytest", "pandas", "mistune"}
+
+
 # --- install routes ---------------------------------------------------------------------------
 
 def make_dry_run(tmp_path: Path, target: str, **variables: str) -> str:
     """The commands `make target` would run in a fresh clone (`make -n`: nothing runs)."""
     if shutil.which("make") is None:
         pytest.skip("no make on the PATH")
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "pyproject.toml", "requirements/lock.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     cmd = ["make", "-n", "-C", str(tmp_path), target, *(f"{k}={v}" for k, v in variables.items())]
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -131,6 +148,27 @@ def test_make_targets_never_call_sudo(tmp_path, target):
     assert "sudo" not in make_dry_run(tmp_path, target)
 
 
+@pytest.mark.parametrize("target, variables", [
+    ("lab", {}), ("lab", {"RLLIB": "1"}), ("test", {}), ("wheelhouse", {}),
+    ("lab", {"WHEELHOUSE": "wheelhouse"})])
+def test_every_make_install_takes_the_locks_versions(tmp_path, target, variables):
+    """pip install and pip download of every route get the lock as constraints."""
+    commands = make_dry_run(tmp_path, target, **variables).replace("\\\n", " ").splitlines()
+    pips = [c for c in commands if re.search(r"pip (install|download) ", c)]
+    assert pips and all("-c requirements/lock.txt" in c for c in pips), pips
+
+
+def test_rllib_is_the_attendees_choice(tmp_path):
+    """`make lab` leaves RLlib out (~400 MiB for notebook 07 alone); RLLIB=1 adds it."""
+    assert installed_extras(make_dry_run(tmp_path, "lab")) == ["attendee"]
+    assert installed_extras(make_dry_run(tmp_path, "lab", RLLIB="1")) == ["attendee,rllib"]
+    assert installed_extras(make_dry_run(tmp_path, "test")) == ["test"]
+    extras = PROJECT["optional-dependencies"]
+    assert not any(r.startswith(("pandas", "pyarrow", "scipy")) for r in extras["attendee"])
+    assert "course-lib[attendee,rllib]" in extras["instructor"]
+    assert any(r.startswith("course-lib[instructor,bench]") for r in extras["test"])
+
+
 def test_ci_installs_chromium_before_the_tests():
     steps = [line.split("#")[0].strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
     assert steps.index("make chromium") < steps.index("make test")
@@ -143,7 +181,7 @@ def test_conda_and_offline_routes_give_the_attendees_set_and_workshop(tmp_path):
     assert "test" not in lab_extras.split(",")
     env_text = (ROOT / "environment.yml").read_text()
     [pip] = [d["pip"] for d in yaml.safe_load(env_text)["dependencies"] if isinstance(d, dict)]
-    assert pip == [f"-e .[{lab_extras}]"]
+    assert pip == ["-c requirements/lock.txt", f"-e .[{lab_extras}]"]
     readme = (ROOT / "README.md").read_text()
     for name, text in (("environment.yml", env_text), ("README.md", readme)):
         assert "jupyter lab workshop/" in text and "jupyter lab notebooks/" not in text, name

@@ -53,7 +53,8 @@ def test_missing_rllib_says_how_to_install(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_rllib)
-    with pytest.raises(RLlibMissingError, match=r'pip install -e "\.\[rllib\]"'):
+    hint = r'make lab RLLIB=1.*-c requirements/lock\.txt -e "\.\[attendee,rllib\]"'
+    with pytest.raises(RLlibMissingError, match=hint):
         rllib_compare.dqn_config(RLlibConfig.for_algo("dqn", quick=True))
 
 

@@ -32,6 +32,7 @@ from packaging.specifiers import SpecifierSet
 
 from course_lib.cluster.common import ClusterConfigError, loggers_at
 from course_lib.errors import first_line
+from course_lib.workspace import REPO
 
 # Keys of the 0.8-1.x launcher schema, and what replaced them.
 LEGACY_KEYS = {
@@ -161,12 +162,40 @@ def _docker_images(config: dict) -> list[str]:
     return [image for image in images if image]
 
 
-def cluster_versions(config: dict) -> dict[str, Any]:
+_CONSTRAINT = re.compile(r"(?:\s-c|--constraint)[ =](\S+)")
+
+
+def _constraint_pins(config: dict, text: str, cwd: Path) -> str:
+    """The text of the constraint files (`pip install -c FILE`) the setup commands name, read
+    from the laptop's copy that file_mounts ships (resolved from `cwd`, as `ray up` does)."""
+    mounts = {str(remote).rstrip("/"): str(local)
+              for remote, local in (config.get("file_mounts") or {}).items()}
+    found = []
+    for remote in _CONSTRAINT.findall(text):
+        local = mounts.get(remote.rstrip("/"))
+        if local is None:
+            continue                        # a file on the node itself: nothing to read here
+        source = Path(local).expanduser()
+        source = source if source.is_absolute() else cwd / source
+        try:
+            found.append(source.read_text())
+        except OSError:
+            raise ClusterConfigError(f"the nodes install with -c {remote}, mounted from {local}, "
+                                     "which does not exist here: run from the repository "
+                                     "root") from None
+    return "\n".join(found)
+
+
+def cluster_versions(config: dict, cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     """What a cluster config installs: {'ray': ..., 'python': ..., 'packages': {name: version}}
-    read from its setup commands (`pkg==X`, `--python X`) and docker image tags."""
+    read from its setup commands (`pkg==X`, `--python X`), the constraint files they install
+    with (`-c FILE` shipped by file_mounts, e.g. requirements/lock.txt, read from `cwd`), and
+    docker image tags. A pin written in a command wins over the file's. `cwd` defaults to this
+    repository's root, where the runbook runs `ray up`."""
     text = "\n".join(_all_commands(config))
+    pins = _constraint_pins(config, text, Path(cwd or REPO)) + "\n" + text
     packages: dict[str, str] = {}
-    for name, version in _PIN.findall(text):
+    for name, version in _PIN.findall(pins):
         packages[name.lower().replace("_", "-")] = version
     python = next((m.group(1) for p in _PYTHON for m in [p.search(text)] if m), None)
     ray_version = packages.pop("ray", None)
@@ -183,7 +212,8 @@ def _base_version(version: str) -> str:
     return version.split("+", 1)[0]
 
 
-def check_versions(path: str | os.PathLike) -> dict[str, Any]:
+def check_versions(path: str | os.PathLike,
+                   cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     """Compare the Ray, Python and pinned package versions a cluster YAML installs with the
     ones installed here. Returns {'ray': {'cluster', 'local'}, 'python': {...},
     'packages': {name: {...}}, 'notes': [...]}; raises ClusterConfigError on a mismatch.
@@ -194,7 +224,7 @@ def check_versions(path: str | os.PathLike) -> dict[str, Any]:
     interpreters; only Ray Client (`ray://`) would refuse to connect.
     """
     config = load_cluster_yaml(path)
-    found = cluster_versions(config)
+    found = cluster_versions(config, cwd)
     local_python = ".".join(map(str, sys.version_info[:3]))
     report: dict[str, Any] = {
         "ray": {"cluster": found["ray"], "local": importlib.metadata.version("ray")},
