@@ -232,8 +232,8 @@ class LearnerActor(ABC):
     touching the buffer at once; torch releases the GIL while it computes, so an add rarely
     waits for an update.
 
-    `given`: the attendee's pieces (`course_lib.pieces`): their sum-tree descent samples
-    the buffer, if given.
+    `given`: the attendee's pieces (`course_lib.pieces`): their replay pieces (notebook 04)
+    draw the buffer's batches, if given.
 
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
 
@@ -253,7 +253,7 @@ class LearnerActor(ABC):
         self.cfg = cfg
         self.replay = ReplayServer(**replay)     # capacity, spec, seed and its options
         if given is not None:
-            given.descent(self.replay)           # the attendee's sum-tree descent, if given
+            given.sampling(self.replay)          # the attendee's replay pieces, if given
         self.lock = threading.Lock()             # adds (replay thread) against samples
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)

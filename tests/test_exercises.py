@@ -22,8 +22,17 @@ def exercise_groups():
         code = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
         for i, cell in enumerate(code):
             if "exercise" in cell.metadata.get("tags", []):
-                yield pytest.param(cell.source, code[i + 1].source, code[i + 2].source,
+                yield pytest.param(parts_above(code[:i], code[i + 1].source), cell.source,
+                                   code[i + 1].source, code[i + 2].source,
                                    id=f"{path.stem}-{i}")
+
+
+def parts_above(cells, solution: str) -> str:
+    """The earlier solution cells that define a name `solution` uses: an "assemble" exercise
+    builds on the attendee's parts from above, as the notebook's namespace holds them."""
+    used = set(re.findall(r"\w+", solution))
+    return "\n\n".join(c.source for c in cells if "solution" in c.metadata.get("tags", [])
+                        and used & set(re.findall(r"^(?:def|class) (\w+)", c.source, re.M)))
 
 
 def check_cells():
@@ -51,11 +60,13 @@ def job_client():
         yield JobSubmissionClient(cluster.dashboard_url, headers=cluster.headers)
 
 
-@pytest.mark.parametrize("stub,solution,check", list(exercise_groups()))
-def test_checker_rejects_stub_and_accepts_solution(ray_local, request, stub, solution, check):
+@pytest.mark.parametrize("parts,stub,solution,check", list(exercise_groups()))
+def test_checker_rejects_stub_and_accepts_solution(ray_local, request, parts, stub, solution,
+                                                   check):
     namespace: dict = {"exercises": exercises}
     if re.search(r"\bclient\b", check):
         namespace["client"] = request.getfixturevalue("job_client")
+    exec(parts, namespace)
     exec(stub, namespace)
     result = run_check(check, namespace)
     assert not result.passed, "the checker accepted the TODO stub"

@@ -10,6 +10,10 @@
 | `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls  |
 | `find_prefix_sum`  | `find_prefix_sum(sums, first_leaf, target)` (04)     | the learner's     |
 |                    |                                                      | sum-tree descent  |
+| `stratified_targets` | `stratified_targets(total, k, rng)` (04)           | its replay's draw |
+| `importance_weights` | `importance_weights(probs, beta)` (04)             | its batch weights |
+| `prioritized_sample` | `prioritized_sample(tree, batch_size, beta, rng)` (04): | its replay's  |
+|                    | the three above assembled; replaces them all         | whole draw        |
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
@@ -24,7 +28,8 @@ in explorer 0, in add(): ValueError: ..."; and what it must do is checked as the
 outbox's
 `flush()` has sent every transition it was given; a follower pulled when created, at each
 episode end and at least every `pull_every` steps; a descent found the slot the tree's own
-descent finds).
+descent finds; a batch has one slot per segment of the prefix sums, and its weights are
+(P / P_min)^-beta).
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "outbox": ("Outbox", "explorer send step", "check_outbox"),
     "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
     "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
+    "stratified_targets": ("stratified_targets", "stratified targets", "check_stratified_targets"),
+    "importance_weights": ("importance_weights", "importance weights", "check_importance_weights"),
+    "prioritized_sample": ("prioritized_sample", "prioritized sample", "check_prioritized_sample"),
 }
 
 
@@ -89,16 +97,12 @@ class Given:
             return None
         return Follower(Guarded("weights_follower", self), ps, name, module, pull_every)
 
-    def descent(self, replay) -> None:
-        """Make the prioritized buffer of the `ReplayServer` `replay` sample through the
-        attendee's `find_prefix_sum` (nothing without one)."""
-        if "find_prefix_sum" not in self.pieces:
-            return
-        tree = getattr(replay.buffer, "tree", None)
-        if tree is None:
-            raise ValueError("pieces: find_prefix_sum needs a prioritized replay (Ape-X); "
-                             "this one samples uniformly")
-        tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", self), tree)
+    def sampling(self, replay) -> None:
+        """Make the prioritized buffer of the `ReplayServer` `replay` draw its batches through
+        the attendee's replay pieces (`course_lib.pieces.replay`; nothing without any)."""
+        from course_lib.pieces.replay import install
+
+        install(self, replay.buffer)
 
 
 class Guarded:
@@ -136,4 +140,4 @@ class Guarded:
                           f"{contract}")
 
 
-from course_lib.pieces.guards import Descent, Follower, SentOutbox, steps_per_pull  # noqa: E402,F401
+from course_lib.pieces.guards import Follower, SentOutbox, steps_per_pull  # noqa: E402,F401
