@@ -191,10 +191,11 @@ def test_without_pieces_the_buffer_keeps_its_own_steps():
 def test_sections_6_demo_runs_the_attendees_learner_loop(ray_local):
     """Section 6's demo cell, run as the notebook runs it: its learner side is the fixed
     `learner_loop` of the exercise above it (counted), and the replay's stats agree."""
-    from course_lib import quick_mode, replay
+    from course_lib import init_ray, quick_mode, replay
 
     namespace = {"__name__": "__main__", "np": np, "ray": ray, "replay": replay,
-                 "quick_mode": quick_mode, "time": __import__("time"), "exercises": exercises}
+                 "init_ray": init_ray, "quick_mode": quick_mode, "time": __import__("time"),
+                 "exercises": exercises}
     exec(next(c.source for c in CELLS if c.id == "94308b9e"), namespace)   # its set-up
     exec(cell("solution", "learner_loop"), namespace)
     fixed, calls = namespace["learner_loop"], []
