@@ -77,7 +77,8 @@ class Explorer(Worker):
 
     def __init__(self, index: int, cfg: ApexConfig, prefix: str, seed: int, epsilon: float,
                  given=None):
-        self.epsilon = epsilon
+        own = given and given.epsilon(index, cfg.num_workers, cfg.eps, cfg.eps_alpha)
+        self.epsilon = epsilon if own is None else own   # the attendee's, if given (`pieces`)
         self.nsteps = [NStepBuffer(cfg.n_step, cfg.gamma) for _ in range(cfg.num_envs)]
         super().__init__(index, cfg, prefix, seed, given)
 

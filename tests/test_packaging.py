@@ -24,7 +24,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # The repository's own modules (imported by name from their folders), and optional imports
 # guarded by `except ImportError` (render.write_gif prefers imageio, falls back to Pillow).
 # this repository's own modules: the package, and the scripts that import each other by name
-LOCAL = {"course_lib", "scripts", "browser_support", "helper", "conftest"} | {
+LOCAL = {"course_lib", "bench", "scripts", "browser_support", "helper", "conftest"} | {
     path.stem for folder in ("bench", "scripts", "tests") for path in (ROOT / folder).glob("*.py")}
 OPTIONAL = {"imageio"}
 

@@ -155,3 +155,39 @@ def check_prefetched_weights(prefetched_class):
                           "left to wait for?")
     finally:
         ray.kill(server)
+
+
+@checker(3, "worker_step", "pulls only when changed, computes one gradient on the newest "
+         "weights, pushes it once.")
+def check_worker_step(worker_step):
+    """Assemble: worker_step(ps, cache, compute_gradients, lr) pulls the newest weights through
+    `cache`, computes one gradient on them and pushes it with `push_gradients`; returns the
+    version the push made."""
+    import numpy as np
+
+    from course_lib.param_server import CachedWeights, ParameterServer
+
+    ps = ParameterServer.remote()
+    seen = []
+
+    def compute_gradients(weights):
+        seen.append(np.array(weights["w"]))
+        return {"w": np.ones(3, np.float32)}
+
+    try:
+        ray.get(ps.push.remote("model", {"w": np.zeros(3, np.float32)}))
+        cache = CachedWeights()
+        for step, held in enumerate((0.0, -0.5), start=1):
+            version = worker_step(ps, cache, compute_gradients, 0.5)
+            if len(seen) != step or not np.allclose(seen[-1], held):
+                raise _Failed(f"step {step} computed {len(seen)} gradient(s) in all, the last "
+                              f"on {seen[-1] if seen else None}, expected one per step on "
+                              f"w = {held}.", "weights = cache.get(ps, 'model'), then "
+                              "compute_gradients(weights) once.")
+            if version != step + 1 or ray.get(ps.version.remote("model")) != step + 1:
+                raise _Failed(f"step {step} returned {version!r}; the server is at version "
+                              f"{ray.get(ps.version.remote('model'))}, expected {step + 1}.",
+                              "Push the gradient once with ps.push_gradients.remote('model', "
+                              "grads, lr) and return ray.get of it.")
+    finally:
+        ray.kill(ps)

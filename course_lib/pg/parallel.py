@@ -29,6 +29,8 @@ from course_lib.pg.reinforce import (
     sample_episodes,
     update_policy,
 )
+from course_lib.pieces import Given
+from course_lib.pieces.param import piece_errors, server, used_by
 from course_lib.trainer import evaluation_score
 
 
@@ -50,6 +52,7 @@ class EpisodeSampler:
         self.policy = make_policy(self.env, hidden)
         self.gamma = gamma
         self.version = -1                 # policy version pulled from a parameter server
+        self.given, self.pull = None, None  # the attendee's pull piece, if any (pieces=)
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         set_weights(self.policy, weights)
@@ -62,14 +65,26 @@ class EpisodeSampler:
         batch["ret"] = discounted_returns(batch["reward"], batch["done"], self.gamma)
         return batch
 
+    def use_pieces(self, pieces: dict, index: int, timeout_s: float) -> None:
+        """Pull through the attendee's pieces (`course_lib.pieces`) from now on."""
+        self.given = Given(pieces, f"rollout worker {index}", timeout_s)
+        self.index, self.pull = index, None
+
+    def pull_piece(self, ps):
+        """The attendee's pull, a drop-in for `pull_weights` (None: use `pull_weights`)."""
+        if self.given is not None and self.pull is None:
+            self.pull = self.given.worker_pull(ps, self.index)
+        return self.pull and self.pull.pull
+
     def sample_from_server(self, ps, min_steps: int) -> dict:
         """Like `sample`, but the worker fetches its own weights from the ParameterServer `ps`:
         before every episode (so, at the end of the previous one) it pulls "policy" and copies
         the weights only when the version changed. The batch adds "versions", the policy
         version each episode was played with."""
         episodes, versions, steps = [], [], 0
+        pull = self.pull_piece(ps) or pull_weights     # the attendee's pull (pieces=), if any
         while steps < min_steps:
-            version, weights = pull_weights(ps, "policy", self.version)
+            version, weights = pull(ps, "policy", self.version)
             if weights is not None:
                 self.version = version
                 self.set_weights(weights)
@@ -238,27 +253,38 @@ def measure_sampling_throughput(cfg: PGConfig, worker_counts: list[int],
 # The parameter server as RL uses it (notebook 03)
 # ---------------------------------------------------------------------------------------------
 
-def train_with_param_server(cfg: PGConfig, ps, progress: Callable[[dict], None] | None = None
-                            ) -> tuple[PolicyNet, list[dict]]:
-    """Asynchronous PG where the weights travel through a ParameterServer `ps`.
+def train_with_param_server(cfg: PGConfig, ps=None, progress: Callable[[dict], None] | None = None,
+                            pieces: dict | None = None) -> tuple[PolicyNet, list[dict]]:
+    """Asynchronous PG where the weights travel through a ParameterServer `ps` (a new one if
+    None).
 
     The learner (this driver) pushes the policy after every update; workers pull it themselves
     at episode boundaries. Each history row adds "version" (the newest version on the server)
     and "policy_lag" (how many versions behind the batch's episodes were, on average).
+    `pieces` (`course_lib.pieces`, notebook 03): "versioned_weights" serves the weights from the
+    attendee's `VersionedWeights` actor (then no `ps`); "cached_weights" / "prefetched_weights"
+    are the workers' pull (with both, the workers take turns).
     """
-    policy, optimizer = make_policy_and_optimizer(cfg)
-    version = ray.get(ps.push.remote("policy", get_weights(policy)))
-    history = []
-    with rollout_workers(cfg, policy) as workers:
-        start = time.perf_counter()
-        in_flight = {w.sample_from_server.remote(ps, cfg.steps_per_worker): w for w in workers}
-        for _ in range(cfg.max_iterations):
-            worker, batch = first_finished(in_flight)
-            loss = update_policy(policy, optimizer, batch, cfg)
-            version = ray.get(ps.push.remote("policy", get_weights(policy)))
-            in_flight[worker.sample_from_server.remote(ps, cfg.steps_per_worker)] = worker
-            lag = float(np.mean(version - 1 - batch["versions"]))
-            if _record(history, start, batch, loss, policy, cfg, progress, version=version,
-                       policy_lag=lag):
-                break
+    pieces = used_by("train_with_param_server", pieces)
+    with piece_errors():
+        ps = server(ps, pieces, cfg.piece_timeout_s)
+        policy, optimizer = make_policy_and_optimizer(cfg)
+        version = ray.get(ps.push.remote("policy", get_weights(policy)))
+        history = []
+        with rollout_workers(cfg, policy) as workers:
+            if pieces:
+                ray.get([w.use_pieces.remote(pieces, i, cfg.piece_timeout_s)
+                         for i, w in enumerate(workers)])
+            start = time.perf_counter()
+            in_flight = {w.sample_from_server.remote(ps, cfg.steps_per_worker): w
+                         for w in workers}
+            for _ in range(cfg.max_iterations):
+                worker, batch = first_finished(in_flight)
+                loss = update_policy(policy, optimizer, batch, cfg)
+                version = ray.get(ps.push.remote("policy", get_weights(policy)))
+                in_flight[worker.sample_from_server.remote(ps, cfg.steps_per_worker)] = worker
+                lag = float(np.mean(version - 1 - batch["versions"]))
+                if _record(history, start, batch, loss, policy, cfg, progress, version=version,
+                           policy_lag=lag):
+                    break
     return policy, history
