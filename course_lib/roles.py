@@ -228,8 +228,8 @@ class LearnerActor(ABC):
     touching the buffer at once; torch releases the GIL while it computes, so an add rarely
     waits for an update.
 
-    `given`: the attendee's pieces (`course_lib.pieces`): their sum-tree descent samples
-    the buffer, and their pieces of SAC's maths run in the SAC learner, if given.
+    `given`: the attendee's pieces (`course_lib.pieces`): their replay pieces (notebook 04)
+    draw the buffer's batches, and their pieces of SAC's maths run in the SAC learner, if given.
 
     `snapshot()` is the learner's state now, for the driver to evaluate and save.
 
@@ -249,7 +249,7 @@ class LearnerActor(ABC):
         self.cfg = cfg
         self.replay = ReplayStore(**replay)     # capacity, spec, seed and its options
         if given is not None:
-            given.descent(self.replay)           # the attendee's sum-tree descent, if given
+            given.sampling(self.replay)          # the attendee's replay pieces, if given
         self.lock = threading.Lock()             # adds (replay thread) against samples
         self.params = ray.get_actor(f"{prefix}-params")
         self.learner = self.make_learner(cfg, *dims)

@@ -31,7 +31,7 @@ SAC = SACConfig.preset(quick=True).updated({
     "eval_episodes": 1, "max_env_steps": 800, "max_time_s": None})
 
 # the pieces report what they did to a named actor; defined in `__main__`, as in a notebook
-TALLY = '''
+TALLY_ACTOR = '''
 @ray.remote(num_cpus=0)
 class Tally:
     def __init__(self):
@@ -42,7 +42,8 @@ class Tally:
 
     def read(self):
         return self.counts
-
+'''
+TALLY = TALLY_ACTOR + '''
 
 class TalliedOutbox(Outbox):
     added = 0

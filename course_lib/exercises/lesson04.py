@@ -5,69 +5,6 @@ from __future__ import annotations
 from course_lib.exercises.core import _Failed, checker, require_close
 
 
-@checker(4, "td_target",
-         "bootstraps after a time limit, not after a terminal state.")
-def check_td_target(td_target):
-    """td_target(reward, discount, terminated, next_q): bootstrap unless truly terminated."""
-    import numpy as np
-
-    reward = np.array([1.0, 1.0, 0.5])
-    discount = np.array([0.99, 0.99**3, 0.99**2])
-    terminated = np.array([False, True, False])     # the last one was truncated: bootstrap
-    next_q = np.array([10.0, 10.0, 4.0])
-    expected = reward + discount * (1 - terminated) * next_q
-    got = np.asarray(td_target(reward, discount, terminated, next_q), dtype=float)
-    if got.shape != expected.shape:
-        raise _Failed(f"it returned shape {got.shape}, expected {expected.shape}.",
-                      "Compute it element-wise on the arrays.")
-    if np.isclose(got[1], expected[1] + discount[1] * next_q[1]):
-        raise _Failed("it bootstraps from a terminal state.",
-                      "Multiply the bootstrap term by (1 - terminated).")
-    if not np.allclose(got, expected):
-        raise _Failed(f"it gave {np.round(got, 3)}, expected {np.round(expected, 3)}.",
-                      "target = reward + discount * (1 - terminated) * next_q; the discount "
-                      "already holds gamma**k.")
-
-
-@checker(4, "importance_weights",
-         "(N P)^-beta, scaled so the largest is 1.")
-def check_importance_weights(importance_weights):
-    """importance_weights(probs, beta) = (N P)^-beta normalised by the largest weight."""
-    import numpy as np
-
-    probs = np.array([0.5, 0.25, 0.125, 0.125])
-    for beta in (0.4, 1.0):
-        expected = (len(probs) * probs) ** -beta
-        expected = expected / expected.max()
-        got = np.asarray(importance_weights(probs, beta), dtype=float)
-        if got.shape != probs.shape:
-            raise _Failed(f"it returned shape {got.shape}, expected {probs.shape}.",
-                          "One weight per sampled probability.")
-        require_close(got, expected, f"for P={probs.tolist()} and beta={beta} it gave "
-                      f"{np.round(got, 3)}, expected {np.round(expected, 3)}.",
-                      "w = (N * P) ** -beta, then divide by w.max() so that w <= 1.")
-
-
-@checker(4, "stratified_targets",
-         "one uniform draw per segment.")
-def check_stratified_targets(stratified_targets):
-    """stratified_targets(total, k, rng): one uniform draw in each of k equal segments."""
-    import numpy as np
-
-    got = np.asarray(stratified_targets(10.0, 5, np.random.default_rng(0)), dtype=float)
-    if got.shape != (5,):
-        raise _Failed(f"it returned shape {got.shape}, expected (5,).",
-                      "One target per segment.")
-    segment = np.floor(got / 2.0)
-    if not np.array_equal(segment, np.arange(5)):
-        raise _Failed(f"targets {np.round(got, 2)} are not one per segment [0,2), [2,4), ...",
-                      "Target i = (i + u_i) * total / k with u_i uniform in [0, 1).")
-    again = np.asarray(stratified_targets(10.0, 5, np.random.default_rng(1)), dtype=float)
-    if np.allclose(got, again):
-        raise _Failed("the targets do not depend on the random generator.",
-                      "Draw u with rng.random(k).")
-
-
 class _CountingArray:
     """A read-only array that counts the entries read through it (a slice counts its length)."""
 
@@ -114,6 +51,95 @@ def check_find_prefix_sum(find_prefix_sum):
             raise _Failed(f"it read {sums.reads} entries of the tree for one search; a descent "
                           f"over {tree.depth} levels needs at most {limit}.",
                           "Do not scan the leaves: read only the left child on each level.")
+
+
+@checker(4, "stratified_targets",
+         "one uniform draw per segment.")
+def check_stratified_targets(stratified_targets):
+    """stratified_targets(total, k, rng): one uniform draw in each of k equal segments."""
+    import numpy as np
+
+    got = np.asarray(stratified_targets(10.0, 5, np.random.default_rng(0)), dtype=float)
+    if got.shape != (5,):
+        raise _Failed(f"it returned shape {got.shape}, expected (5,).",
+                      "One target per segment.")
+    segment = np.floor(got / 2.0)
+    if not np.array_equal(segment, np.arange(5)):
+        raise _Failed(f"targets {np.round(got, 2)} are not one per segment [0,2), [2,4), ...",
+                      "Target i = (i + u_i) * total / k with u_i uniform in [0, 1).")
+    again = np.asarray(stratified_targets(10.0, 5, np.random.default_rng(1)), dtype=float)
+    if np.allclose(got, again):
+        raise _Failed("the targets do not depend on the random generator.",
+                      "Draw u with rng.random(k).")
+
+
+@checker(4, "importance_weights",
+         "(N P)^-beta, scaled so the largest is 1: N cancels.")
+def check_importance_weights(importance_weights):
+    """importance_weights(probs, beta): the weights of a batch drawn with probabilities
+    `probs` (a batch's: they need not sum to 1), (N P)^-beta normalised by the largest."""
+    import numpy as np
+
+    probs = np.array([0.004, 0.001, 0.002, 0.001, 0.0005])   # a batch of 5 from a big buffer
+    for beta in (0.4, 1.0, 0.0):
+        expected = (probs / probs.min()) ** -beta
+        got = np.asarray(importance_weights(probs, beta), dtype=float)
+        if got.shape != probs.shape:
+            raise _Failed(f"it returned shape {got.shape}, expected {probs.shape}.",
+                          "One weight per sampled probability.")
+        if beta and np.allclose(got, (probs / probs.max()) ** beta):
+            raise _Failed(f"for beta={beta} it gave the likeliest transition the largest "
+                          "weight: it over-weights what is already over-sampled.",
+                          "The correction is the inverse of the over-sampling: (N P)^-beta.")
+        require_close(got, expected, f"for P={probs.tolist()} and beta={beta} it gave "
+                      f"{np.round(got, 3)}, expected {np.round(expected, 3)}.",
+                      "Uniform sampling would draw each of N transitions with 1/N; weigh each "
+                      "by (1/N) / P(i), to the power beta, then divide by the largest weight.")
+
+
+@checker(4, "prioritized_sample",
+         "stratified targets, descended, weighted: a batch the learner can train on.")
+def check_prioritized_sample(prioritized_sample):
+    """prioritized_sample(tree, batch_size, beta, rng) -> (slots, weights): slot i where
+    segment i of the prefix sums lies (never an empty slot), weights (P / P_min)^-beta,
+    different batches for different generators."""
+    import numpy as np
+
+    from course_lib.pieces.replay import expected_weights, segment_slots
+    from course_lib.replay.sumtree import SumTree
+
+    rng = np.random.default_rng(0)
+    priorities = rng.random(200) ** 4                 # a few large, many small
+    priorities[rng.choice(200, 20, replace=False)] = 0.0
+    tree = SumTree(len(priorities))
+    tree.set(np.arange(len(priorities)), priorities)
+    seen = []
+    for seed, k, beta in ((1, 8, 0.4), (2, 8, 0.4), (3, 5, 1.0)):
+        got = prioritized_sample(tree, k, beta, np.random.default_rng(seed))
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise _Failed(f"it returned {type(got).__name__}, not a pair (slots, weights).",
+                          "return slots, weights")
+        slots, weights = (np.asarray(x) for x in got)
+        if slots.shape != (k,) or weights.shape != (k,):
+            raise _Failed(f"for a batch of {k} it returned slots of shape {slots.shape} and "
+                          f"weights of shape {weights.shape}.", "One slot and one weight per "
+                          "target: stratified_targets(tree.total, batch_size, rng).")
+        bounds = segment_slots(tree, k, len(priorities) - 1)
+        wrong = np.flatnonzero((slots < bounds[:-1]) | (slots > bounds[1:]) |
+                               (tree.leaves(np.clip(slots, 0, len(priorities) - 1)) <= 0))
+        if len(wrong):
+            i = wrong[0]
+            raise _Failed(f"slot {i} of the batch is {slots[i]}, but segment {i} of the prefix "
+                          f"sums lies in slots {bounds[i]} to {bounds[i + 1]}.",
+                          "Descend each target: find_prefix_sum(tree.sums, tree.first_leaf, u).")
+        expected = expected_weights(tree.leaves(slots) / tree.total, beta)
+        require_close(weights, expected, f"for slots {slots.tolist()} and beta={beta} it gave "
+                      f"weights {np.round(weights, 3)}, expected {np.round(expected, 3)}.",
+                      "P(i) = tree.leaves(slots) / tree.total, then importance_weights(P, beta).")
+        seen.append(slots.tolist())
+    if seen[0] == seen[1]:
+        raise _Failed("two generators gave the same batch: it does not draw from `rng`.",
+                      "Pass rng on to stratified_targets.")
 
 
 def _logging_replay():
@@ -178,3 +204,27 @@ def check_learner_loop(learner_loop):
     require_close(leaves[touched], own, "a leaf of the sum tree does not hold the priority of "
                   "its own transition's TD error.",
                   "Write |TD error| of batch position j to batch[\"indices\"][j].")
+
+
+@checker(4, "td_target",
+         "bootstraps after a time limit, not after a terminal state.")
+def check_td_target(td_target):
+    """td_target(reward, discount, terminated, next_q): bootstrap unless truly terminated."""
+    import numpy as np
+
+    reward = np.array([1.0, 1.0, 0.5])
+    discount = np.array([0.99, 0.99**3, 0.99**2])
+    terminated = np.array([False, True, False])     # the last one was truncated: bootstrap
+    next_q = np.array([10.0, 10.0, 4.0])
+    expected = reward + discount * (1 - terminated) * next_q
+    got = np.asarray(td_target(reward, discount, terminated, next_q), dtype=float)
+    if got.shape != expected.shape:
+        raise _Failed(f"it returned shape {got.shape}, expected {expected.shape}.",
+                      "Compute it element-wise on the arrays.")
+    if np.isclose(got[1], expected[1] + discount[1] * next_q[1]):
+        raise _Failed("it bootstraps from a terminal state.",
+                      "Multiply the bootstrap term by (1 - terminated).")
+    if not np.allclose(got, expected):
+        raise _Failed(f"it gave {np.round(got, 3)}, expected {np.round(expected, 3)}.",
+                      "target = reward + discount * (1 - terminated) * next_q; the discount "
+                      "already holds gamma**k.")

@@ -10,6 +10,10 @@
 | `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls  |
 | `find_prefix_sum`  | `find_prefix_sum(sums, first_leaf, target)` (04)     | the learner's     |
 |                    |                                                      | sum-tree descent  |
+| `stratified_targets` | `stratified_targets(total, k, rng)` (04)           | its replay's draw |
+| `importance_weights` | `importance_weights(probs, beta)` (04)             | its batch weights |
+| `prioritized_sample` | `prioritized_sample(tree, batch_size, beta, rng)` (04): | its replay's  |
+|                    | the three above assembled; replaces them all         | whole draw        |
 | `explorer_epsilons`| `explorer_epsilons(n, eps, alpha)` (05)              | each explorer's   |
 |                    |                                                      | epsilon           |
 | `updates_allowed`  | `updates_allowed(inserted, replay_ratio, batch)` (05) | the driver's    |
@@ -39,7 +43,8 @@ in explorer 0, in add(): ValueError: ..."; and what it must do is checked as the
 outbox's
 `flush()` has sent every transition it was given; a follower pulled when created, at each
 episode end and at least every `pull_every` steps; a descent found the slot the tree's own
-descent finds; SAC's maths agrees with `course_lib`'s on the same tensors, `pieces.sac`).
+descent finds; a batch has one slot per segment of the prefix sums, and its weights are
+(P / P_min)^-beta; SAC's maths agrees with `course_lib`'s on the same tensors, `pieces.sac`).
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "outbox": ("Outbox", "explorer send step", "check_outbox"),
     "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
     "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
+    "stratified_targets": ("stratified_targets", "stratified targets", "check_stratified_targets"),
+    "importance_weights": ("importance_weights", "importance weights", "check_importance_weights"),
+    "prioritized_sample": ("prioritized_sample", "prioritized sample", "check_prioritized_sample"),
     "explorer_epsilons": ("explorer_epsilons", "explorers' epsilons", "check_explorer_epsilons"),
     "updates_allowed": ("updates_allowed", "driver's throttle", "check_updates_allowed"),
     "learner_chunks": ("learner_chunks", "driver's learner calls", "check_learner_chunks"),
@@ -115,16 +123,12 @@ class Given:
             return None
         return Follower(Guarded("weights_follower", self), ps, name, module, pull_every)
 
-    def descent(self, replay) -> None:
-        """Make the prioritized buffer of the `ReplayStore` `replay` sample through the
-        attendee's `find_prefix_sum` (nothing without one)."""
-        if "find_prefix_sum" not in self.pieces:
-            return
-        tree = getattr(replay.buffer, "tree", None)
-        if tree is None:
-            raise ValueError("pieces: find_prefix_sum needs a prioritized replay (Ape-X); "
-                             "this one samples uniformly")
-        tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", self), tree)
+    def sampling(self, replay) -> None:
+        """Make the prioritized buffer of the `ReplayStore` `replay` draw its batches through
+        the attendee's replay pieces (`course_lib.pieces.replay`; nothing without any)."""
+        from course_lib.pieces.replay import install
+
+        install(self, replay.buffer)
 
     def epsilon(self, index: int, n: int, eps: float, alpha: float) -> float | None:
         """Explorer `index`'s epsilon from the attendee's `explorer_epsilons` (05), if given."""
@@ -212,4 +216,4 @@ class Guarded:
 
 
 from course_lib.pieces.apex import Chunks, Throttle, explorer_epsilon  # noqa: E402
-from course_lib.pieces.guards import Descent, Follower, SentOutbox, steps_per_pull  # noqa: E402,F401
+from course_lib.pieces.guards import Follower, SentOutbox, steps_per_pull  # noqa: E402,F401

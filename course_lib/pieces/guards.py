@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from course_lib.pieces import Guarded
 
 
@@ -87,23 +85,3 @@ class Follower:
 def steps_per_pull(pull_every: int, num_envs: int) -> int:
     """A follower steps once per step of all `num_envs` envs: `pull_every` env steps in those."""
     return max(1, math.ceil(pull_every / num_envs))
-
-
-class Descent:
-    """A sum tree's `find_prefix_sum(targets)` built from the attendee's one-target descent;
-    checks each slot against the tree's own (vectorised) descent."""
-
-    def __init__(self, piece: Guarded, tree):
-        self.piece, self.tree = piece, tree
-
-    def __call__(self, targets: np.ndarray) -> np.ndarray:
-        tree, descend = self.tree, self.piece.cls
-        slots = self.piece.call("find_prefix_sum()", lambda: np.array(
-            [descend(tree.sums, tree.first_leaf, float(u)) for u in targets], dtype=np.int64))
-        expected = type(tree).find_prefix_sum(tree, targets)
-        wrong = np.flatnonzero(slots != expected)
-        if len(wrong):
-            i = wrong[0]
-            raise self.piece.broke(f"for target {targets[i]:.4g} it found slot {slots[i]}, "
-                                   f"the tree's own descent slot {expected[i]}")
-        return slots

@@ -21,6 +21,19 @@ def check_priorities(priorities, n: int) -> np.ndarray:
 
 
 
+def stratified_targets(total: float, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k prefix-sum targets for a batch of k: [0, total) cut into k equal segments, one uniform
+    draw in each, so that a batch covers the whole range of priorities."""
+    return (np.arange(k) + rng.random(k)) * (total / k)
+
+
+def importance_weights(probs: np.ndarray, beta: float) -> np.ndarray:
+    """The importance weights (N P(i))^-beta of a batch drawn with probabilities `probs`,
+    divided by the largest: N cancels out in that division, so the batch's own length serves."""
+    w = (len(probs) * np.asarray(probs)) ** -beta
+    return w / w.max()
+
+
 class PrioritizedReplayBuffer(ReplayBuffer):
     """Proportional prioritized replay (Schaul et al. 2016) over the same FIFO ring.
 
@@ -45,7 +58,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     proven speed-up. A larger eps does not help: it flattens the priorities too.
 
     Sampling is stratified: the total is cut into batch_size equal segments and one target
-    is drawn uniformly in each, so a batch covers the whole range of priorities.
+    is drawn uniformly in each, so a batch covers the whole range of priorities. Its steps are
+    `draw`: `stratified_targets`, `tree.find_prefix_sum`, then `importance_weights`; an
+    attendee's pieces replace those steps, or `draw` as a whole, on one buffer
+    (`course_lib.pieces.replay`).
 
     `sample` returns the fields plus
       "indices": int64 (B,), the ids of the sampled transitions (see `ReplayBuffer`): pass them
@@ -66,6 +82,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.alpha, self.eps = float(alpha), float(eps)
         self.tree = SumTree(self.capacity)
         self.max_priority = 1.0  # largest stored q so far: what a new transition gets
+
+    #: the steps of `sample`, replaceable on one buffer (`course_lib.pieces.replay`)
+    stratified_targets = staticmethod(stratified_targets)
+    importance_weights = staticmethod(importance_weights)
 
     def add(self, batch, priorities=None) -> None:
         """Append a batch with priorities (B,) >= 0, or the max priority so far if None."""
@@ -88,17 +108,20 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._check_sample_size(batch_size)
         if not beta >= 0:
             raise ValueError(f"beta must be >= 0, got {beta!r}")
-        rng = self.rng if rng is None else rng
-        total = self.tree.total
-        targets = (np.arange(batch_size) + rng.random(batch_size)) * (total / batch_size)
-        slots = self.tree.find_prefix_sum(targets)
-        np.minimum(slots, self.size - 1, out=slots)  # rounding can step past the last leaf
+        slots, weights = self.draw(batch_size, beta, self.rng if rng is None else rng)
         batch = {name: array[slots] for name, array in self.storage.items()}
         batch["indices"] = self._ids_in(slots)
-        q = self.tree.leaves(slots)
-        weights = (q / q.min()) ** -beta  # (P(i) / P_min)^-beta, P_min over the batch
         batch["weights"] = weights.astype(np.float32)
         return batch
+
+    def draw(self, batch_size: int, beta: float, rng) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of a batch and their importance weights: one stratified target per
+        segment, each descended to its slot, each slot weighted by its probability."""
+        total = self.tree.total
+        slots = self.tree.find_prefix_sum(self.stratified_targets(total, batch_size, rng))
+        np.minimum(slots, self.size - 1, out=slots)  # rounding can step past the last leaf
+        q = self.tree.leaves(slots)
+        return slots, self.importance_weights(q / total, beta)
 
     def update_priorities(self, indices, priorities) -> int:
         """Set new priorities for sampled ids; ids overwritten since are skipped.
