@@ -49,8 +49,8 @@ from benchlib import private_ray_tmp, write_json
 from overhead import bare_learner_rate, explorer_step_costs
 
 from course_lib import init_ray
-from course_lib.apex import ApexConfig, train_apex
-from course_lib.dqn import DQNConfig, train_dqn
+from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.dqn import DQNConfig, DQNTrainer
 
 GOAL = 475.0
 LATENCIES = (0.0, 0.5, 2.0, 5.0)
@@ -83,10 +83,10 @@ def variant_config(variant: str, latency_ms: float, seed: int, budget: dict):
     name, _, n = variant.partition("-")
     common = {**budget, "seed": seed, "env_latency_ms": latency_ms}
     if name == "apex":
-        return train_apex, ApexConfig().updated({**common, "num_workers": int(n)})
+        return ApexTrainer.train, ApexConfig().updated({**common, "num_workers": int(n)})
     if name == "vec":
-        return train_dqn, DQNConfig().updated({**common, "num_envs": int(n)})
-    return train_dqn, DQNConfig().updated(common)
+        return DQNTrainer.train, DQNConfig().updated({**common, "num_envs": int(n)})
+    return DQNTrainer.train, DQNConfig().updated(common)
 
 
 def run_ours(variant: str, latency_ms: float, seed: int, budget: dict) -> dict:
