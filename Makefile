@@ -19,7 +19,7 @@ LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WHEELHOUSE ?=
 PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: help install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench clean
+.PHONY: help install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench fresh clean
 
 help:
 	@echo "make lab        set up (first time: notebooks + RLlib) and open your workshop/ folder"
@@ -32,6 +32,7 @@ help:
 	@echo "make wheelhouse every wheel the workshop needs in wheelhouse/ (USB stick install)"
 	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests; may sudo)"
 	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
+	@echo "make fresh      list the notebooks, results and figures whose code changed since they ran"
 
 # Python 3.11, 3.12 or 3.13 (requires-python in pyproject.toml).
 PYTHON_OK := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else \
@@ -122,7 +123,12 @@ wheelhouse: $(STAMP)
 # Every benchmark against its reference, then bench/RESULTS.md and bench/figures/ (long: run it
 # on a quiet machine). QUICK=1 runs each benchmark's smoke version.
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py $(if $(QUICK),--quick,)
+	$(BIN)/python -m bench.run_all $(if $(QUICK),--quick,)
+
+# Outputs whose code changed since the commit they record (comments and docstrings ignored);
+# fails when one is stale or records no commit. REPORT=1 lists without failing (CI).
+fresh: $(STAMP)
+	$(BIN)/python scripts/fresh.py $(if $(REPORT),--report,)
 
 clean:
 	rm -rf build .pytest_cache

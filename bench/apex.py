@@ -1,6 +1,6 @@
 """Benchmark Ape-X against the single-process DQN baseline: time and env steps to CartPole 475.
 
-    python bench/apex.py [--quick] [--seeds 0 1 2] [--json bench/results/apex.json]
+    python -m bench.apex [--quick] [--seeds 0 1 2] [--json bench/results/apex.json]
 
 For each seed, three runs in one Ray instance, one after the other: single-process DQN (the
 reference, same learner code), Ape-X with 2 explorers, Ape-X with 4 explorers. Each stops at a
@@ -17,19 +17,12 @@ Targets (issue 5): Ape-X with 4 explorers reaches 475 within 100K env steps and 
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
-import json
 import os
-import platform
-import shutil
-import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
 import ray
 
+from bench.benchlib import Recording, Stopwatch, parser, private_ray_tmp
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.dqn import DQNConfig, DQNTrainer
@@ -54,9 +47,9 @@ def run_once(variant: str, seed: int, quick: bool) -> dict:
     train, config_cls, overrides = VARIANTS[variant]
     cfg = config_cls.preset(quick=False).updated(
         {**overrides, **budget(quick), "seed": seed, "eval_episodes": 10})
-    start = time.perf_counter()
+    clock = Stopwatch()
     result = train(cfg)
-    process_s = time.perf_counter() - start
+    process_s = clock.seconds
     last = result.last
     # seconds: when the evaluation that stopped the run ended (wall_s, evaluation inside the
     # clock), not counting the actors' shutdown after it (process_s does)
@@ -94,32 +87,22 @@ def check_targets(rows: list[dict]) -> dict:
 
 def run(seeds=(0, 1, 2), quick: bool = False, log=print) -> dict:
     """The whole benchmark in a private Ray instance; returns the results (see main)."""
-    own_tmp = "RAY_TMPDIR" not in os.environ
-    if own_tmp:  # a private Ray temp dir: never share /tmp/ray with another run
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="ray-bench-")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    load_before = os.getloadavg()[0]
     runs = []
-    try:
-        init_ray(num_cpus=os.cpu_count())
-        for seed in seeds:
-            for variant in VARIANTS:
-                runs.append(run_once(variant, seed, quick))
-                r = runs[-1]
-                verdict = "reached" if r["reached"] else "budget " if quick else "MISSED "
-                log(f"seed {seed} {variant:>7}: {verdict} "
-                    f"at {r['env_steps']:>7,} env steps, {r['seconds']:6.1f} s, "
-                    f"{r['learner_updates']:,} updates, eval {r['eval_return']:.1f}")
-    finally:
-        ray.shutdown()
-        if own_tmp:
-            shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
+    with private_ray_tmp():
+        try:
+            init_ray(num_cpus=os.cpu_count())
+            for seed in seeds:
+                for variant in VARIANTS:
+                    runs.append(run_once(variant, seed, quick))
+                    r = runs[-1]
+                    verdict = "reached" if r["reached"] else "budget " if quick else "MISSED "
+                    log(f"seed {seed} {variant:>7}: {verdict} "
+                        f"at {r['env_steps']:>7,} env steps, {r['seconds']:6.1f} s, "
+                        f"{r['learner_updates']:,} updates, eval {r['eval_return']:.1f}")
+        finally:
+            ray.shutdown()
     rows = summarise(runs)
-    return {"config": {"quick": quick, "seeds": list(seeds), "goal": GOAL, **budget(quick),
-                       "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, "
-                                  f"Python {platform.python_version()}",
-                       "ray": ray.__version__, "torch": importlib.metadata.version("torch"),
-                       "load_average_before_after": (load_before, os.getloadavg()[0])},
+    return {"config": {"quick": quick, "seeds": list(seeds), "goal": GOAL, **budget(quick)},
             "runs": runs, "summary": rows,
             "targets": {} if quick else check_targets(rows)}
 
@@ -133,23 +116,17 @@ def print_summary(result: dict) -> None:
     for name, check in result["targets"].items():
         print(f"target {name}: {check['value']:,.1f} vs {check['target']:,}: "
               + ("met" if check["met"] else "MISSED"))
-    load = result["config"]["load_average_before_after"]
-    print(f"1-minute load average before/after: {load[0]:.1f} / {load[1]:.1f}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one seed, tiny budgets, no goal")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
-    parser.add_argument("--json", default="bench/results/apex.json", help="where to write")
-    args = parser.parse_args()
+    cli = parser(__doc__, "apex", "one seed, tiny budgets, no goal")
+    cli.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
+    args = cli.parse_args()
     seeds = args.seeds or ((0,) if args.quick else (0, 1, 2))
+    recording = Recording()
     result = run(seeds, quick=args.quick)
     print_summary(result)
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

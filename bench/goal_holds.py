@@ -1,7 +1,7 @@
 """Does the checkpoint hold the goal? Train through the command line until the goal, then score
 what was saved on 20 fresh episodes with `evaluate`, exactly as a user would.
 
-    python bench/goal_holds.py [--tasks apex:CartPole-v1 ...] [--seeds 0 1 2] [--quick]
+    python -m bench.goal_holds [--tasks apex:CartPole-v1 ...] [--seeds 0 1 2] [--quick]
 
 For each task and seed:
 
@@ -16,17 +16,15 @@ checkpoint held it); `--quick`: one seed, a 2,000-step budget, no goal.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchlib import private_ray_tmp, write_json
+from bench.benchlib import Recording, Stopwatch, parser, private_ray_tmp
 
 #: algo:env -> the goal (mean return) its run stops at
 GOALS = {"apex:CartPole-v1": 475.0, "apex:Acrobot-v1": -100.0, "sac:Pendulum-v1": -200.0}
@@ -50,11 +48,11 @@ def one(task: str, seed: int, results_dir: Path, quick: bool) -> dict:
     goal = GOALS[task]
     stop = ({"eval_return": None, "env_steps": 2_000} if quick
             else {"eval_return": goal, "time_s": 900})
-    start = time.perf_counter()
+    clock = Stopwatch()
     train = run_cli("train", "--algo", algo, "--env", env_id, "--quiet", "--checkpoint-at-end",
                     "--stop", json.dumps(stop), "--config", json.dumps({"seed": seed}),
                     "--results-dir", str(results_dir / f"{algo}-{env_id}-{seed}"))
-    seconds = time.perf_counter() - start
+    seconds = clock.seconds
     if train.returncode not in (0, 1):
         raise RuntimeError(f"{task} seed {seed}: train failed: {train.stderr.strip()[-500:]}")
     summary = train.stdout.strip().splitlines()[-1]
@@ -87,14 +85,12 @@ def check_targets(runs: list[dict]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=list(GOALS), choices=list(GOALS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "goal_holds.json"))
-    args = parser.parse_args()
+    cli = parser(__doc__, "goal_holds", "one seed, tiny budgets: checks the script works")
+    cli.add_argument("--tasks", nargs="+", default=list(GOALS), choices=list(GOALS))
+    cli.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    args = cli.parse_args()
     seeds = args.seeds[:1] if args.quick else args.seeds
-    load_before = os.getloadavg()[0]
+    recording = Recording()
     runs = []
     with private_ray_tmp(), tempfile.TemporaryDirectory() as tmp:
         for task in args.tasks:
@@ -106,9 +102,9 @@ def main() -> None:
                       f"({run['train_eval_episodes']} episodes); checkpoint on 20 fresh "
                       f"episodes {run['checkpoint_score']:7.1f}: "
                       f"{'holds' if run['holds'] else 'DOES NOT HOLD'}", flush=True)
-    write_json({"quick": args.quick, "load_before": load_before,
-                "load_after": os.getloadavg()[0], "runs": runs,
-                "targets": {} if args.quick else check_targets(runs)}, args.json)
+    recording.write({"config": {"quick": args.quick, "tasks": args.tasks, "seeds": seeds},
+                     "runs": runs, "targets": {} if args.quick else check_targets(runs)},
+                    args.json)
 
 
 if __name__ == "__main__":

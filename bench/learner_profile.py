@@ -1,6 +1,6 @@
 """Where the Ape-X learner actor's time goes, measured inside a running system.
 
-    python bench/learner_profile.py [--seconds 20] [--explorers 4] [--pin] [--config JSON]
+    python -m bench.learner_profile [--seconds 20] [--explorers 4] [--pin] [--config JSON]
 
 Used by `bench/overhead.py` to explain its learner ratio. Two measurements of the learner's
 main thread (the one that runs `train`) over one window, without touching course_lib:
@@ -37,6 +37,7 @@ import time
 
 import ray
 
+from bench.benchlib import private_ray_tmp
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.placement import check_pinning
 
@@ -88,9 +89,9 @@ def schedstat(pid: int, tid: int) -> tuple[float, float]:
 
 
 #: process command line -> role, the first match wins
-ROLES = (("ray::Learner", "learner"), ("ray::Explorer", "explorers"),
-         ("ray::ReplayServer", "replay actor"), ("ray::Evaluator", "evaluator"),
-         ("ray::ParameterServer", "parameter server"), ("py-spy", "py-spy (this profile)"),
+ROLES = (("ray::ApexLearnerActor", "learner"), ("ray::Explorer", "explorers"),
+         ("ray::ReplayStore", "replay actor"), ("ray::Evaluator", "evaluator"),
+         ("ray::ParameterStoreActor", "parameter server"), ("py-spy", "py-spy (this profile)"),
          ("ray::IDLE", "Ray: idle workers"), ("raylet", "Ray: raylet, GCS, dashboard, agents"),
          ("gcs_server", "Ray: raylet, GCS, dashboard, agents"),
          ("ray", "Ray: raylet, GCS, dashboard, agents"))
@@ -206,9 +207,8 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
 
 
 def main() -> None:
-    from benchlib import private_ray_tmp
-
     from course_lib import init_ray
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="the profiled window")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds before it")

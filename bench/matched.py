@@ -1,6 +1,6 @@
 """Parallel SAC against SB3's SAC on Pendulum-v1 with the networks matched, both ways.
 
-    python bench/matched.py [--quick] [--seeds 0 1 2] [--json bench/results/matched.json]
+    python -m bench.matched [--quick] [--seeds 0 1 2] [--json bench/results/matched.json]
 
 The SB3 race (`bench/sb3.py`) compares each side at its own defaults: SB3's RL Zoo SAC uses
 256x256 networks, the workbook's SAC 64x64. A smaller network makes every update cheaper, so
@@ -22,17 +22,14 @@ workbook's settings, with the network size held equal.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import time
 
 import ray
 import torch
-from benchlib import private_ray_tmp, write_json
-from sac import QUICK as SAC_QUICK, run_seed
-from sb3 import run_once
 
+from bench.benchlib import Recording, parser, private_ray_tmp
+from bench.sac import QUICK as SAC_QUICK, run_seed
+from bench.sb3 import run_once
 from course_lib import init_ray
 
 TASK = "Pendulum-v1"
@@ -41,7 +38,6 @@ NETS = {"64x64": (64, 64), "256x256": (256, 256)}
 
 def bench_matched(seeds=(0, 1, 2), quick: bool = False, log=print) -> dict:
     torch.set_num_threads(1)
-    load_before, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
     runs = []
     with private_ray_tmp():
         try:
@@ -63,10 +59,7 @@ def bench_matched(seeds=(0, 1, 2), quick: bool = False, log=print) -> dict:
         finally:
             ray.shutdown()
     return {"runs": runs, "summary": summarise(runs),
-            "config": {"task": TASK, "seeds": list(seeds), "quick": quick, "workers": 2,
-                       "load_before": load_before,
-                       "load_after": [round(x, 2) for x in os.getloadavg()],
-                       "wall_s": round(time.perf_counter() - started, 1)}}
+            "config": {"task": TASK, "seeds": list(seeds), "quick": quick, "workers": 2}}
 
 
 def summarise(runs: list[dict]) -> list[dict]:
@@ -86,7 +79,7 @@ def summarise(runs: list[dict]) -> list[dict]:
 
 
 def section(r: dict) -> str:
-    """The RESULTS.md section: one table row per network size."""
+    """The RESULTS.md table: one row per network size."""
     lines = ["| network (both sides) | ours reached | ours s | ours env steps | SB3 reached | "
              "SB3 s | SB3 env steps | time ours/SB3 |", "| --- | --- | --- | --- | --- | --- | "
              "--- | --- |"]
@@ -95,22 +88,19 @@ def section(r: dict) -> str:
         lines.append(f"| {row['net']} | {o['reached']} | {o['median_time_s']:.1f} | "
                      f"{o['median_env_steps']:,.0f} | {s['reached']} | {s['median_time_s']:.1f} | "
                      f"{s['median_env_steps']:,.0f} | {row['time_ratio']:.2f} |")
-    cfg = r["config"]
+    cfg = r["meta"]["config"]
     lines.append(f"\nMedians of {len(cfg['seeds'])} seeds, {cfg['task']}, ours with "
-                 f"{cfg['workers']} workers; load average before/after "
-                 f"{cfg['load_before'][0]:.1f} / {cfg['load_after'][0]:.1f}.")
+                 f"{cfg['workers']} workers.")
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one seed, tiny budgets, no goal")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
-    parser.add_argument("--json", default="bench/results/matched.json", help="where to write")
-    args = parser.parse_args()
+    cli = parser(__doc__, "matched", "one seed, tiny budgets, no goal")
+    cli.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
+    args = cli.parse_args()
+    recording = Recording(packages=("stable-baselines3",))
     result = bench_matched(tuple(args.seeds or ((0,) if args.quick else (0, 1, 2))), args.quick)
-    print(section(result))
-    write_json(result, args.json)
+    print(section(recording.write(result, args.json)))
 
 
 if __name__ == "__main__":

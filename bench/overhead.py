@@ -1,7 +1,7 @@
 """The cost of going distributed: each role inside the running system against the same work
 done bare, in one plain process, on the same machine in the same run.
 
-    python bench/overhead.py [--quick] [--json bench/results/overhead.json]
+    python -m bench.overhead [--quick] [--json bench/results/overhead.json]
 
 | measured                | bare (no Ray)                  | distributed                       |
 | ----------------------- | ------------------------------ | --------------------------------- |
@@ -47,12 +47,12 @@ sides: batch_size / replay_ratio env steps per update).
 JSON: {"apex": {"learner": {bare_updates_s, distributed_updates_s, ratio},
 "explorers": [{n, bare_steps_s, distributed_steps_s, ratio}, ...]}, "sac": {"learner": {...}},
 "cpu_per_update": {single_process_ms, apex_system_ms, ratio, by_role_ms, not_counted_ms, ...},
-"load_before", "load_after", "quick", "diagnostics", "targets"}. `--quick`: short windows.
+"config": {"quick"}, "diagnostics", "targets"} (bench/benchlib.py moves "config" into "meta").
+`--quick`: short windows.
 """
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import time
@@ -61,9 +61,9 @@ from typing import Any
 import numpy as np
 import ray
 import torch
-from benchlib import private_ray_tmp, write_json
-from learner_profile import cores_by_role, cpu_seconds, profile_learner
 
+from bench.benchlib import Recording, parser, private_ray_tmp
+from bench.learner_profile import cores_by_role, cpu_seconds, profile_learner
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.dqn import (
@@ -372,7 +372,6 @@ def ratio_row(bare: float, distributed: float, unit: str) -> dict[str, float]:
 
 def bench_overhead(quick: bool = False, log=print) -> dict:
     times = QUICK if quick else FULL
-    load_before = [round(x, 2) for x in os.getloadavg()]
     # -- bare loops first, before Ray starts any process ------------------------------------
     bare = {"apex": bare_learner_rate("apex", times["bare_s"]),
             "sac": bare_learner_rate("sac", times["bare_s"])}
@@ -442,8 +441,7 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
             "by_role_ms": system.get("by_role_ms", {}),
             "not_counted_ms": system.get("not_counted_ms", {}),
             "single_process": single, "explorers": apex_cfg.num_workers},
-        "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
-        "quick": quick, "diagnostics": diagnostics}
+        "config": {"quick": quick}, "diagnostics": diagnostics}
     result["targets"] = {} if quick else {
         f"{algo} learner distributed/bare": {
             "value": result[algo]["learner"]["ratio"], "target": TARGET,
@@ -460,10 +458,8 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short windows (smoke run)")
-    parser.add_argument("--json", default="bench/results/overhead.json", help="where to write")
-    args = parser.parse_args()
+    args = parser(__doc__, "overhead", "short windows (smoke run)").parse_args()
+    recording = Recording()
     result = bench_overhead(args.quick)
     for algo in ("apex", "sac"):
         row = result[algo]["learner"]
@@ -475,9 +471,7 @@ def main() -> None:
     cpu = result["cpu_per_update"]
     print(f"CPU per learner update: one process {cpu['single_process_ms']:.2f} ms, the Ape-X "
           f"system {cpu['apex_system_ms']:.2f} ms, ratio {cpu['ratio']:.2f}")
-    print(f"load average before/after: {result['load_before'][0]:.1f} / "
-          f"{result['load_after'][0]:.1f}")
-    write_json(result, args.json)
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

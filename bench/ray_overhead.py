@@ -1,7 +1,7 @@
 """Benchmark what Ray itself costs: task and actor calls, ray.put/get of weights, each beside
 its plain-Python reference (a local function call, a method call, a pickle round trip).
 
-    python bench/ray_overhead.py [--quick] [--json bench/results/ray_overhead.json]
+    python -m bench.ray_overhead [--quick] [--json bench/results/ray_overhead.json]
 
 | operation                     | Ray                                    | reference            |
 | ----------------------------- | -------------------------------------- | -------------------- |
@@ -17,7 +17,6 @@ notebooks 01, 04 and 05 (a Ray call costs ~1 ms, so send 50 transitions per call
 
 from __future__ import annotations
 
-import argparse
 import os
 import pickle
 import statistics
@@ -25,8 +24,8 @@ import time
 
 import numpy as np
 import ray
-from benchlib import private_ray_tmp, write_json
 
+from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
 
 
@@ -92,7 +91,6 @@ def measure(calls: int, rounds: int) -> list[dict]:
 def run(quick: bool = False) -> dict:
     """The whole benchmark in a private Ray instance; returns {"config", "rows", "targets"}."""
     calls, rounds = (200, 3) if quick else (2_000, 5)
-    load_before = os.getloadavg()[0]
     with private_ray_tmp():
         try:
             init_ray(num_cpus=os.cpu_count())
@@ -100,9 +98,7 @@ def run(quick: bool = False) -> dict:
         finally:
             ray.shutdown()
     return {"config": {"quick": quick, "calls": calls, "rounds": rounds,
-                       "weights_kb": round(sum(a.nbytes for a in weights().values()) / 1024),
-                       "ray": ray.__version__,
-                       "load_average_before_after": (load_before, os.getloadavg()[0])},
+                       "weights_kb": round(sum(a.nbytes for a in weights().values()) / 1024)},
             "rows": rows, "targets": {}}
 
 
@@ -114,13 +110,11 @@ def print_summary(result: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
-    parser.add_argument("--json", default="bench/results/ray_overhead.json", help="where to write")
-    args = parser.parse_args()
+    args = parser(__doc__, "ray_overhead", "fewer calls and rounds").parse_args()
+    recording = Recording()
     result = run(quick=args.quick)
     print_summary(result)
-    write_json(result, args.json)
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark the replay buffers: ours (numpy) side by side with cpprb (C++), then the Ray actor.
 
-    python bench/replay.py [--quick] [--json bench/results/replay.json] [--skip-ray]
+    python -m bench.replay [--quick] [--json bench/results/replay.json] [--skip-ray]
 
 Part 1, one process, the Ape-X access pattern at capacity 2**20 with CartPole transitions
 (obs/next_obs 4 float32, action int64, reward float32, terminated bool), both buffers filled
@@ -10,7 +10,7 @@ the importance weights as the learner gets them; cpprb's sample always computes 
 and cpprb alternate call by call so that load from other processes hits both alike. Medians;
 "ours/cpprb" is the time ratio of each operation (<= 1.0: we are as fast).
 
-Part 2, Ray: a ReplayActor and 2 explorer actors, each pushing the same 50-transition batch
+Part 2, Ray: a ReplayStoreActor and 2 explorer actors, each pushing the same 50-transition batch
 as fast as it can with up to 8 adds in flight (ray.wait), for a few seconds; the ingest rate
 is transitions stored per second of wall time.
 
@@ -21,19 +21,15 @@ calls): compare runs on a quiet machine.
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
-import os
-import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
 import ray
 
+from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
-from course_lib.replay import PrioritizedReplayBuffer, ReplayActor, transition_spec
+from course_lib.replay import PrioritizedReplayBuffer, ReplayStoreActor, transition_spec
 
 NO_CPPRB = (f"cpprb is not installed (it has no wheels for Python {sys.version_info[0]}."
             f"{sys.version_info[1]}): run this benchmark on Python 3.11 or 3.12")
@@ -50,9 +46,6 @@ try:
     import cpprb
 except ModuleNotFoundError:   # cpprb 11.0.0 has no wheels for Python 3.13 (see pyproject.toml)
     cpprb = MissingCpprb()
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchlib, also when imported
-from benchlib import write_json  # noqa: E402
 
 SPEC = transition_spec(obs_shape=(4,))
 CPPRB_ENV = {"obs": {"shape": 4, "dtype": np.float32}, "action": {"dtype": np.int64},
@@ -147,7 +140,7 @@ class Explorer:
 
 
 def bench_ray_ingest(capacity: int, seconds: float, rounds: int) -> dict:
-    replay = ReplayActor.remote(capacity, SPEC)
+    replay = ReplayStoreActor.remote(capacity, SPEC)
     explorers = [Explorer.remote(seed) for seed in (1, 2)]
     ray.get([e.push_for.remote(replay, 0.5) for e in explorers])  # warm up
     rates = []
@@ -184,19 +177,15 @@ def print_buffer_table(buffers: list[dict], config: dict) -> None:
 
 def run_ray_part(config: dict) -> dict:
     """The ingest measurement in a private Ray instance; {"error": ...} if Ray fails."""
-    own_tmp = "RAY_TMPDIR" not in os.environ
-    if own_tmp:  # a private Ray temp dir: never share /tmp/ray with another run
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="ray-bench-")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    try:
-        init_ray(num_cpus=2)
-        return bench_ray_ingest(config["capacity"], config["ray_seconds"], config["ray_rounds"])
-    except Exception as err:  # report it beside the part that did run
-        return {"error": f"{type(err).__name__}: {err}"}
-    finally:
-        ray.shutdown()
-        if own_tmp:
-            shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
+    with private_ray_tmp():
+        try:
+            init_ray(num_cpus=2)
+            return bench_ray_ingest(config["capacity"], config["ray_seconds"],
+                                    config["ray_rounds"])
+        except Exception as err:  # report it beside the part that did run
+            return {"error": f"{type(err).__name__}: {err}"}
+        finally:
+            ray.shutdown()
 
 
 def check_targets(buffers: list[dict], ingest: dict | None) -> dict:
@@ -211,17 +200,15 @@ def check_targets(buffers: list[dict], ingest: dict | None) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small capacity, few repetitions")
-    parser.add_argument("--json", default="bench/results/replay.json", help="where to write")
-    parser.add_argument("--skip-ray", action="store_true", help="only the in-process part")
-    args = parser.parse_args()
+    cli = parser(__doc__, "replay", "small capacity, few repetitions")
+    cli.add_argument("--skip-ray", action="store_true", help="only the in-process part")
+    args = cli.parse_args()
     if isinstance(cpprb, MissingCpprb):
         sys.exit(f"error: {NO_CPPRB}")
     config = (dict(capacity=2**14, add_reps=200, sample_reps=100, ray_seconds=1.0, ray_rounds=1)
               if args.quick else
               dict(capacity=2**20, add_reps=3000, sample_reps=1000, ray_seconds=3.0, ray_rounds=3))
-    load_before = os.getloadavg()[0]
+    recording = Recording(packages=("cpprb",))
 
     buffers = bench_buffers(config["capacity"], config["add_reps"], config["sample_reps"])
     print_buffer_table(buffers, config)
@@ -241,14 +228,8 @@ def main() -> None:
                    f"{check['value']:,.2f} vs {check['target']:,}: "
                    + ("met" if check["met"] else "MISSED"))
         print(f"target {name}: {verdict}")
-    load = (load_before, os.getloadavg()[0])
-    print(f"1-minute load average before/after: {load[0]:.1f} / {load[1]:.1f} (2 cores)")
-
-    result = {"config": {**config, "quick": args.quick, "numpy": np.__version__,
-                         "cpprb": importlib.metadata.version("cpprb"), "ray": ray.__version__,
-                         "load_average_before_after": load},
-              "buffers": buffers, "ray_ingest": ingest, "targets": targets}
-    write_json(result, args.json)
+    recording.write({"config": {**config, "quick": args.quick}, "buffers": buffers,
+                     "ray_ingest": ingest, "targets": targets}, args.json)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark course_lib against RLlib on the same machine in the same run: time to the goal.
 
-    python bench/rllib.py [--quick] [--seeds 0] [--json bench/results/rllib.json]
+    python -m bench.rllib [--quick] [--seeds 0] [--json bench/results/rllib.json]
 
 | task        | course_lib              | RLlib (new API stack) | goal | budget (each)     |
 | ----------- | ----------------------- | --------------------- | ---- | ----------------- |
@@ -25,14 +25,12 @@ Targets (issue 7): each ratio <= 0.5 (course_lib at most half of RLlib's time).
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
 import os
 import statistics
 
 import ray
-from benchlib import private_ray_tmp, write_json
 
+from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.rllib_compare import RLlibConfig, train_rllib
@@ -135,7 +133,6 @@ def summarise(runs: list[dict], quick: bool) -> tuple[list[dict], dict]:
 def run(seeds=(0,), quick: bool = False, tasks=tuple(TASKS), log=print) -> dict:
     """The whole benchmark in a private Ray instance; returns {"config", "runs", "summary",
     "targets"}."""
-    load_before = os.getloadavg()[0]
     runs = []
     with private_ray_tmp():
         try:
@@ -156,10 +153,7 @@ def run(seeds=(0,), quick: bool = False, tasks=tuple(TASKS), log=print) -> dict:
             ray.shutdown()
     rows, targets = summarise(runs, quick)
     return {"config": {"quick": quick, "seeds": list(seeds), "tasks": list(tasks),
-                       "budgets": {t: budget(t, quick) for t in tasks},
-                       "ray": ray.__version__, "torch": importlib.metadata.version("torch"),
-                       "gymnasium": importlib.metadata.version("gymnasium"),
-                       "load_average_before_after": (load_before, os.getloadavg()[0])},
+                       "budgets": {t: budget(t, quick) for t in tasks}},
             "runs": runs, "summary": rows, "targets": targets}
 
 
@@ -177,20 +171,19 @@ def print_summary(result: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny budgets, no goal")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    parser.add_argument("--json", default="bench/results/rllib.json", help="where to write")
-    parser.add_argument("--max-time-s", type=float, default=None,
-                        help="a shorter wall-clock budget per run than the default 900 s")
-    args = parser.parse_args()
+    cli = parser(__doc__, "rllib", "tiny budgets, no goal")
+    cli.add_argument("--seeds", type=int, nargs="+", default=[0])
+    cli.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    cli.add_argument("--max-time-s", type=float, default=None,
+                     help="a shorter wall-clock budget per run than the default 900 s")
+    args = cli.parse_args()
+    recording = Recording()
     if args.max_time_s is not None:
         for spec in TASKS.values():
             spec["max_time_s"] = args.max_time_s
     result = run(args.seeds, quick=args.quick, tasks=tuple(args.tasks))
     print_summary(result)
-    write_json(result, args.json)
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Run every benchmark, then write bench/RESULTS.md and bench/figures/*.png from their JSON.
 
-    python bench/run_all.py [--quick] [--only replay rllib ...] [--report-only]
+    python -m bench.run_all [--quick] [--only replay rllib ...] [--report-only]
     make bench            # the same (make bench QUICK=1 for --quick)
 
-Each benchmark runs as its own subprocess (`python bench/<name>.py [--quick] --json
+Each benchmark runs as its own subprocess (`python -m bench.<name> [--quick] --json
 bench/results/<name>.json`) with its own RAY_TMPDIR, one after the other, so they never share
 a Ray instance or the CPUs. Each measures course_lib and its reference in the same run:
 
@@ -29,7 +29,9 @@ bench/results (committed: notebooks read the medians from there); with `--fresh 
 were re-run on their own since and the others are marked as earlier results. The report
 (`bench/benchreport.py`) compares benchmarks of the same run too: ours against SB3 comes from
 the apex, sac and sb3 JSON.
-Run it on a quiet machine: the report records the load average before and after.
+Run it on a quiet machine, from committed code: each JSON's "meta" records the commit (marked
+"-dirty" when course_lib/ or bench/ had uncommitted changes) and the load before and after
+(bench/benchlib.py), and `make fresh` lists the results whose code has changed since.
 """
 
 from __future__ import annotations
@@ -41,11 +43,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchreport, when imported
-from benchreport import machine, write_report  # noqa: E402
+from bench.benchlib import Stopwatch
+from bench.benchreport import write_report
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -53,11 +54,11 @@ NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "soak", "ray_
          "rllib", "matched", "scaling")
 #: arguments a benchmark gets under run_all, to keep the other benchmarks within an hour (~55 min;
 #: scaling adds 2-3 h):
-#: goal_holds checks the two tasks the SB3 targets compare (`python bench/goal_holds.py` alone
+#: goal_holds checks the two tasks the SB3 targets compare (`python -m bench.goal_holds` alone
 #: also trains Ape-X on Acrobot-v1, ~5 min more); RLlib's runs stop at 400 s instead of 900 s
 #: (RLlib DQN needed ~730 s, RLlib SAC ~460 s: they then miss, and the ratio ours/RLlib is
 #: reported as an upper bound, ours / 400 s, which still decides its <= 0.5 target;
-#: `python bench/run_all.py --only rllib` alone gives RLlib's full times, ~20 min)
+#: `python -m bench.run_all --only rllib` alone gives RLlib's full times, ~20 min)
 ARGS = {"goal_holds": ["--tasks", "apex:CartPole-v1", "sac:Pendulum-v1"],
         "rllib": ["--max-time-s", "400"]}
 
@@ -76,24 +77,21 @@ def run_benchmark(name: str, quick: bool, results_dir: Path, log=print) -> dict:
     ray_tmp = tempfile.mkdtemp(prefix=f"rt-bench-{name}-")
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled",
            "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, str(script), "--json", str(out), *ARGS.get(name, [])] + (
+    cmd = [sys.executable, "-m", f"bench.{name}", "--json", str(out), *ARGS.get(name, [])] + (
         ["--quick"] if quick else [])
     log(f"== {name}: {' '.join(cmd[1:])}")
-    start = time.perf_counter()
+    clock = Stopwatch()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    seconds = round(time.perf_counter() - start, 1)
+    seconds = round(clock.seconds, 1)
     log(proc.stdout.rstrip())
     if proc.returncode != 0 or not out.exists():
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
         log(f"!! {name} failed (exit {proc.returncode}):\n{tail}")
-        return {"error": f"exit code {proc.returncode}: {tail}", "wall_s": seconds}
-    result = json.loads(out.read_text())
-    result["wall_s"] = seconds          # kept in the JSON, for a later --report-only
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+        return {"error": f"exit code {proc.returncode}: {tail} (after {seconds} s)"}
+    return json.loads(out.read_text())
 
 
 def main(argv=None) -> int:
@@ -120,16 +118,7 @@ def main(argv=None) -> int:
                              **({"earlier_run": True} if earlier else {})}
         elif name in args.only:
             results[name] = {"missing": f"no {path.relative_to(ROOT)}"}
-    # the machine as it was at the end of the last run (its load average, its date), kept so
-    # that --report-only does not put the load of the moment it is typed in the header
-    machine_path = results_dir / "machine.json"
-    if args.report_only and machine_path.exists():
-        info = json.loads(machine_path.read_text())
-    else:
-        info = machine()
-        if not args.report_only:
-            machine_path.write_text(json.dumps(info, indent=2) + "\n")
-    write_report(results, args.quick, args.out, info)
+    write_report(results, args.quick, args.out)
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
     return 0 if all("error" not in r for r in results.values()) else 1
 

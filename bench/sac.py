@@ -1,8 +1,8 @@
 """Benchmark parallel SAC: env steps and seconds to a deterministic mean return of -200 on
 Pendulum-v1 (10 episodes), over 3 seeds; optionally LunarLanderContinuous-v3 to 200.
 
-    python bench/sac.py [--quick] [--json bench/results/sac.json] [--seeds 0 1 2]
-                        [--workers 2] [--lunar]
+    python -m bench.sac [--quick] [--json bench/results/sac.json] [--seeds 0 1 2]
+                       [--workers 2] [--lunar]
 
 Each seed is one `SACTrainer.train` run with the full-mode config (the one notebook 06 and
 `python -m course_lib train --algo sac` use), stopped when the tester's deterministic mean
@@ -21,19 +21,13 @@ script that collects every benchmark's figures.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
-import json
-import os
-import shutil
 import statistics
-import tempfile
-import time
-from pathlib import Path
 
 import ray
 import torch
 
+from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
 from course_lib.sac import SACConfig, SACTrainer
 
@@ -80,36 +74,27 @@ def summarise(runs: list[dict], check_targets: bool) -> dict:
 def bench_sac(seeds=(0, 1, 2), workers: int = 2, quick: bool = False,
               lunar: bool = False) -> dict:
     """Run the benchmark in a private Ray instance; returns {"config", "pendulum", "lunar"}."""
-    own_tmp = "RAY_TMPDIR" not in os.environ
-    if own_tmp:                                   # never share /tmp/ray with another run
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="ray-bench-")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     torch.set_num_threads(1)
     overrides = QUICK if quick else {}
-    load_before, started = os.getloadavg()[0], time.perf_counter()
     out: dict = {}
-    try:
-        init_ray()
-        runs = []
-        for seed in seeds:
-            runs.append(run_seed("Pendulum-v1", seed, workers, overrides))
-            print(_line("Pendulum-v1", runs[-1]), flush=True)
-        out["pendulum"] = {"runs": runs, **summarise(runs, check_targets=not quick)}
-        if lunar and _have_box2d():
-            runs = [run_seed("LunarLanderContinuous-v3", seed, workers, overrides)
-                    for seed in seeds]
-            out["lunar"] = {"runs": runs, **summarise(runs, check_targets=False)}
-        elif lunar:
-            out["lunar"] = {"skipped": "the box2d and pygame packages are not installed"}
-    finally:
-        ray.shutdown()
-        if own_tmp:
-            shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
+    with private_ray_tmp():
+        try:
+            init_ray()
+            runs = []
+            for seed in seeds:
+                runs.append(run_seed("Pendulum-v1", seed, workers, overrides))
+                print(_line("Pendulum-v1", runs[-1]), flush=True)
+            out["pendulum"] = {"runs": runs, **summarise(runs, check_targets=not quick)}
+            if lunar and _have_box2d():
+                runs = [run_seed("LunarLanderContinuous-v3", seed, workers, overrides)
+                        for seed in seeds]
+                out["lunar"] = {"runs": runs, **summarise(runs, check_targets=False)}
+            elif lunar:
+                out["lunar"] = {"skipped": "the box2d and pygame packages are not installed"}
+        finally:
+            ray.shutdown()
     out["config"] = {"seeds": list(seeds), "workers": workers, "quick": quick,
-                     "sac_config": {**SACConfig().to_dict(), **overrides},
-                     "cpus": os.cpu_count(), "torch": torch.__version__,
-                     "ray": ray.__version__, "wall_s": round(time.perf_counter() - started, 1),
-                     "load_average_before_after": (load_before, os.getloadavg()[0])}
+                     "sac_config": {**SACConfig().to_dict(), **overrides}}
     return out
 
 
@@ -126,13 +111,12 @@ def _line(env_id: str, run: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one short run per seed, no goal")
-    parser.add_argument("--json", default="bench/results/sac.json", help="where to write")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--workers", type=int, default=2, help="rollout workers")
-    parser.add_argument("--lunar", action="store_true", help="also LunarLanderContinuous-v3")
-    args = parser.parse_args()
+    cli = parser(__doc__, "sac", "one short run per seed, no goal")
+    cli.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    cli.add_argument("--workers", type=int, default=2, help="rollout workers")
+    cli.add_argument("--lunar", action="store_true", help="also LunarLanderContinuous-v3")
+    args = cli.parse_args()
+    recording = Recording()
     result = bench_sac(tuple(args.seeds), args.workers, args.quick, args.lunar)
     pendulum = result["pendulum"]
     if "median_env_steps" in pendulum:
@@ -145,13 +129,7 @@ def main() -> None:
               + ("met" if check["met"] else "MISSED"))
     if "lunar" in result:
         print(f"LunarLanderContinuous-v3: {result['lunar']}")
-    load = result["config"]["load_average_before_after"]
-    print(f"1-minute load average before/after: {load[0]:.1f} / {load[1]:.1f} "
-          f"({result['config']['cpus']} cores); wall {result['config']['wall_s']:.0f} s")
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"wrote {path}")
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

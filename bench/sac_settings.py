@@ -1,7 +1,7 @@
 """What SAC's default settings buy: learner updates to a deterministic Pendulum-v1 return of -200,
 textbook settings against the workbook's, in a single process (no Ray, no timing noise).
 
-    python bench/sac_settings.py [--seeds 0 1 2 3 4 5] [--json bench/results/sac_settings.json]
+    python -m bench.sac_settings [--seeds 0 1 2 3 4 5] [--json bench/results/sac_settings.json]
 
 On a 2-core laptop the parallel SAC of notebook 06 is learner-bound, so its wall-clock time to the
 goal is about (updates needed) / (updates per second). This script measures the first factor for
@@ -20,13 +20,12 @@ deterministic episodes):
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import numpy as np
 import torch
-from benchlib import write_json
 
+from bench.benchlib import Recording, parser, seed_all
 from course_lib.envs import make_env
 from course_lib.replay import ReplayBuffer, transition_spec
 from course_lib.sac import SACConfig, SACLearner, deterministic_returns, scale_action
@@ -43,7 +42,7 @@ def updates_to_goal(setting: dict, seed: int, goal: float | None = -200.0,
                     max_env_steps: int = 8_000, eval_every: int = 250) -> dict:
     """One single-process run: env step, store, one update; test every `eval_every` updates.
     Returns {"seed", "reached", "updates", "env_steps", "eval_return"}."""
-    torch.manual_seed(seed)
+    seed_all(seed)
     rng = np.random.default_rng(seed)
     env = make_env("Pendulum-v1")
     low, high = env.action_space.low, env.action_space.high
@@ -77,15 +76,14 @@ def updates_to_goal(setting: dict, seed: int, goal: float | None = -200.0,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
-    parser.add_argument("--quick", action="store_true", help="one seed, 600 env steps, no goal")
-    parser.add_argument("--json", default="bench/results/sac_settings.json")
-    args = parser.parse_args()
+    cli = parser(__doc__, "sac_settings", "one seed, 600 env steps, no goal")
+    cli.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
+    args = cli.parse_args()
+    recording = Recording()
     torch.set_num_threads(1)
     seeds = [0] if args.quick else args.seeds
     budget = {"goal": None, "max_env_steps": 600} if args.quick else {}
-    result = {"seeds": seeds, "quick": args.quick, "settings": {}}
+    result = {"config": {"seeds": seeds, "quick": args.quick}, "settings": {}}
     for name, setting in SETTINGS.items():
         runs = [updates_to_goal(setting, seed, **budget) for seed in seeds]
         reached = [r["updates"] for r in runs if r["reached"]]
@@ -96,7 +94,7 @@ def main() -> None:
         print(f"{name:>9} {setting}: updates to -200 per seed "
               f"{[r['updates'] if r['reached'] else 'missed' for r in runs]}, median "
               f"{result['settings'][name]['median_updates']}", flush=True)
-    write_json(result, args.json)
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Stable-Baselines3 with the RL Zoo's tuned settings, timed on exactly our evaluation protocol.
 
-    python bench/sb3.py [--quick] [--seeds 0 1 2] [--tasks CartPole-v1 Pendulum-v1]
+    python -m bench.sb3 [--quick] [--seeds 0 1 2] [--tasks CartPole-v1 Pendulum-v1]
                         [--json bench/results/sb3.json]
 
 On one laptop, the library an attendee would reach for instead of our code is Stable-Baselines3
@@ -41,19 +41,15 @@ the same `make bench` run. `--quick`: one seed, tiny budgets, no goal (measures 
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
-import os
 import statistics
 import time
 
 import numpy as np
-import stable_baselines3
 import torch
-from benchlib import write_json
 from stable_baselines3 import DQN, SAC
 from stable_baselines3.common.callbacks import BaseCallback
 
+from bench.benchlib import Recording, parser
 from course_lib.apex import ApexConfig
 from course_lib.envs import evaluate_policy, make_env
 from course_lib.results import stop_reason
@@ -186,7 +182,6 @@ def summarise(runs: list[dict]) -> list[dict]:
 
 def bench_sb3(seeds=(0, 1, 2), tasks=tuple(TASKS), quick: bool = False, log=print) -> dict:
     torch.set_num_threads(1)
-    load_before = os.getloadavg()[0]
     runs = []
     for task in tasks:
         for seed in seeds:
@@ -198,33 +193,26 @@ def bench_sb3(seeds=(0, 1, 2), tasks=tuple(TASKS), quick: bool = False, log=prin
                 f"evaluating, {r['evaluations']} evaluations), eval {r['eval_return']:.1f} over "
                 f"{r['eval_episodes']} episodes", flush=True)
     return {"config": {"quick": quick, "seeds": list(seeds), "tasks": list(tasks),
-                       "stable_baselines3": stable_baselines3.__version__,
                        "rl_zoo3": ZOO_VERSION, "zoo": ZOO, "torch_threads": 1,
                        "budgets": {t: {k: v for k, v in run_config(t, 0, quick).to_dict().items()
                                        if k in ("target_return", "max_env_steps", "max_time_s",
                                                 "eval_episodes", "confirm_episodes")}
-                                   | {"eval_every_s": TASKS[t]["eval_every_s"]} for t in tasks},
-                       "torch": importlib.metadata.version("torch"),
-                       "gymnasium": importlib.metadata.version("gymnasium"),
-                       "load_average_before_after": (load_before, os.getloadavg()[0])},
+                                   | {"eval_every_s": TASKS[t]["eval_every_s"]} for t in tasks}},
             "runs": runs, "summary": summarise(runs), "targets": {}}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one seed, tiny budgets, no goal")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    parser.add_argument("--json", default="bench/results/sb3.json", help="where to write")
-    args = parser.parse_args()
+    cli = parser(__doc__, "sb3", "one seed, tiny budgets, no goal")
+    cli.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
+    cli.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    args = cli.parse_args()
+    recording = Recording(packages=("stable-baselines3",))
     seeds = args.seeds or ((0,) if args.quick else (0, 1, 2))
     result = bench_sb3(tuple(seeds), tuple(args.tasks), args.quick)
     for row in result["summary"]:
         print(f"{row['task']} SB3 {row['algo']}: {row['reached']}/{row['seeds']} reached; "
               f"median {row['median_env_steps']:,.0f} env steps, {row['median_time_s']:.1f} s")
-    load = result["config"]["load_average_before_after"]
-    print(f"1-minute load average before/after: {load[0]:.1f} / {load[1]:.1f}")
-    write_json(result, args.json)
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

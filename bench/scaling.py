@@ -1,6 +1,6 @@
 """Where distribution pays: time, env steps and CPU to CartPole 475 as each env step gets slower.
 
-    python bench/scaling.py [--quick] [--latencies 0 0.5 2 5] [--explorers 1 2 4 8]
+    python -m bench.scaling [--quick] [--latencies 0 0.5 2 5] [--explorers 1 2 4 8]
                             [--seeds 0 1 2 3 4] [--variants dqn sb3 vec apex] [--add-to]
 
 A training env step waits `env_latency_ms` (`envs.Latency`: a sleep, no CPU), as an env whose
@@ -35,19 +35,17 @@ the time of dqn and of sb3 (medians); at 0 ms, the best apex-N no slower than dq
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 import psutil
 import ray
-from benchlib import private_ray_tmp, write_json
-from overhead import bare_learner_rate, explorer_step_costs
 
+from bench.benchlib import Recording, Stopwatch, parser, private_ray_tmp
+from bench.overhead import bare_learner_rate, explorer_step_costs
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.dqn import DQNConfig, DQNTrainer
@@ -104,7 +102,7 @@ def run_ours(variant: str, latency_ms: float, seed: int, budget: dict) -> dict:
 
 def run_sb3(latency_ms: float, seed: int, budget: dict) -> dict:
     """One SB3 DQN run (RL Zoo settings, our evaluation and stop rule) at this latency."""
-    import sb3  # bench/sb3.py: imports Stable-Baselines3, only when its variant runs
+    from bench import sb3  # imports Stable-Baselines3: only when its variant runs
 
     cpu0 = cpu_seconds_tree()
     r = sb3.run_once("CartPole-v1", seed, budget["target_return"] is None,
@@ -184,7 +182,6 @@ def check_targets(rows: list[dict]) -> dict:
 
 def bench_scaling(latencies, explorers, seeds, variants, quick: bool, log=print) -> dict:
     budget = QUICK if quick else FULL
-    load_before = [round(x, 2) for x in os.getloadavg()]
     costs = step_costs(1.0 if quick else 4.0, 1_000 if quick else 5_000)
     log("bare costs: " + ", ".join(f"{k} {v:.3f}" for k, v in costs.items()))
     names = [v for v in ("dqn", "sb3") if v in variants]
@@ -197,11 +194,11 @@ def bench_scaling(latencies, explorers, seeds, variants, quick: bool, log=print)
             for latency in latencies:
                 for variant in names:
                     for seed in seeds:
-                        start = time.perf_counter()
+                        clock = Stopwatch()
                         r = (run_sb3(latency, seed, budget) if variant == "sb3"
                              else run_ours(variant, latency, seed, budget))
                         runs.append({"latency_ms": latency, "variant": variant, "seed": seed,
-                                     **r, "process_s": round(time.perf_counter() - start, 1)})
+                                     **r, "process_s": round(clock.seconds, 1)})
                         log(f"{latency:>4g} ms {variant:>7} seed {seed}: "
                             f"{'reached' if r['reached'] else 'budget '} at "
                             f"{r['env_steps']:>7,} env steps, {r['seconds']:6.1f} s, "
@@ -211,25 +208,23 @@ def bench_scaling(latencies, explorers, seeds, variants, quick: bool, log=print)
     rows = summarise(runs, costs, os.cpu_count())
     return {"config": {"quick": quick, "latencies_ms": list(latencies), "seeds": list(seeds),
                        "variants": names, "budget": budget, "cores": os.cpu_count()},
-            "costs": costs, "load_before": load_before,
-            "load_after": [round(x, 2) for x in os.getloadavg()],
-            "runs": runs, "summary": rows, "targets": {} if quick else check_targets(rows)}
+            "costs": costs, "runs": runs, "summary": rows,
+            "targets": {} if quick else check_targets(rows)}
 
 
 def merged(earlier: dict, new: dict) -> dict:
     """`new` with the runs of `earlier` it did not repeat (same latency, variant and seed), the
-    summary and targets recomputed: a ladder run one rung at a time. Each run keeps the load
-    it was measured at (`loads`); the bound uses the newest per-step costs."""
+    summary and targets recomputed: a ladder run one rung at a time. The meta of each earlier
+    run is kept (`earlier_meta`: its commit, its load); the bound uses the newest per-step costs."""
     done = {(r["latency_ms"], r["variant"], r["seed"]) for r in new["runs"]}
     runs = [r for r in earlier["runs"] if (r["latency_ms"], r["variant"], r["seed"]) not in done]
     runs = sorted(runs + new["runs"], key=lambda r: (r["latency_ms"], r["variant"], r["seed"]))
     rows = summarise(runs, new["costs"], new["config"]["cores"])
-    loads = [*earlier.get("loads", [[earlier["load_before"], earlier["load_after"]]]),
-             [new["load_before"], new["load_after"]]]
+    earlier_meta = [earlier["meta"], *earlier.get("earlier_meta", [])]
     config = {**new["config"], "latencies_ms": sorted({r["latency_ms"] for r in runs}),
               "seeds": sorted({r["seed"] for r in runs}),
               "variants": list(dict.fromkeys(r["variant"] for r in runs))}
-    return {**new, "config": config, "runs": runs, "summary": rows, "loads": loads,
+    return {**new, "config": config, "runs": runs, "summary": rows, "earlier_meta": earlier_meta,
             "targets": {} if config["quick"] else check_targets(rows)}
 
 
@@ -254,9 +249,11 @@ def section(r: dict) -> str:
             f"{bound} | {w['median_env_steps']:,.0f} | {w['median_cpu_s']:.1f} | "
             f"{w.get('seconds_vs_dqn', '')} | {w.get('seconds_vs_sb3', '')} |")
     tail = ""
-    if len(r.get("loads", [])) > 1:               # rungs run at different times (--add-to)
+    if r.get("earlier_meta"):                     # rungs run at different times (--add-to)
+        metas = [*reversed(r["earlier_meta"]), r["meta"]]
         tail = ("\n\nRun one rung at a time; 1-minute load average before/after each: " +
-                ", ".join(f"{b[0]:.1f}/{a[0]:.1f}" for b, a in r["loads"]) + ".")
+                ", ".join(f"{m['load_before'][0]:.1f}/{m['load_after'][0]:.1f}"
+                          for m in metas) + ".")
     return head + "\n".join(lines) + tail
 
 
@@ -265,7 +262,7 @@ def plot(plt, r: dict, out_dir) -> list:
     their range, its bound, and the single-process references as horizontal lines."""
     from matplotlib.ticker import LogLocator, ScalarFormatter
 
-    latencies = r["config"]["latencies_ms"]
+    latencies = r["meta"]["config"]["latencies_ms"]
     fig, axes = plt.subplots(1, len(latencies), figsize=(3.2 * len(latencies), 3.4),
                              sharey=True, squeeze=False)
     for ax, latency in zip(axes[0], latencies, strict=True):
@@ -298,22 +295,21 @@ def plot(plt, r: dict, out_dir) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one seed, 0 and 2 ms, no goal")
-    parser.add_argument("--latencies", type=float, nargs="+", default=None,
-                        help="env step latencies in ms (default 0 0.5 2 5)")
-    parser.add_argument("--explorers", type=int, nargs="+", default=list(EXPLORERS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0-4")
-    parser.add_argument("--variants", nargs="+", default=["dqn", "sb3", "vec", "apex"],
-                        choices=["dqn", "sb3", "vec", "apex"])
-    parser.add_argument("--json", default="bench/results/scaling.json", help="where to write")
-    parser.add_argument("--add-to", action="store_true",
-                        help="keep the runs already in --json that this one does not repeat")
-    args = parser.parse_args()
+    cli = parser(__doc__, "scaling", "one seed, 0 and 2 ms, no goal")
+    cli.add_argument("--latencies", type=float, nargs="+", default=None,
+                     help="env step latencies in ms (default 0 0.5 2 5)")
+    cli.add_argument("--explorers", type=int, nargs="+", default=list(EXPLORERS))
+    cli.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0-4")
+    cli.add_argument("--variants", nargs="+", default=["dqn", "sb3", "vec", "apex"],
+                     choices=["dqn", "sb3", "vec", "apex"])
+    cli.add_argument("--add-to", action="store_true",
+                     help="keep the runs already in --json that this one does not repeat")
+    args = cli.parse_args()
     if any(not np.isfinite(x) or x < 0 for x in args.latencies or ()):
-        parser.error("--latencies must be finite numbers >= 0 (milliseconds)")
+        cli.error("--latencies must be finite numbers >= 0 (milliseconds)")
     latencies = args.latencies or ((0.0, 2.0) if args.quick else LATENCIES)
     seeds = args.seeds or ((0,) if args.quick else (0, 1, 2, 3, 4))
+    recording = Recording(packages=("stable-baselines3",))
     result = bench_scaling(latencies, args.explorers, seeds, args.variants, args.quick)
     if args.add_to and Path(args.json).exists():
         result = merged(json.loads(Path(args.json).read_text()), result)
@@ -326,8 +322,7 @@ def main() -> None:
     for name, check in result["targets"].items():
         print(f"target {name}: {check['value']} ({check['variant']}) {check['target']}: "
               + ("met" if check["met"] else "MISSED"))
-    print(f"load average before {result['load_before']} after {result['load_after']}")
-    write_json(result, args.json)
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

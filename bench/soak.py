@@ -1,6 +1,6 @@
 """Held under load: Ape-X with 8 explorers on 2 cores (oversubscribed) for 10 minutes.
 
-    python bench/soak.py [--quick] [--minutes 10] [--json bench/results/soak.json]
+    python -m bench.soak [--quick] [--minutes 10] [--json bench/results/soak.json]
 
 The run has no goal: `target_return` None and a time budget, exactly what
 `python -m course_lib train --algo apex --config '{"num_workers": 8}'
@@ -28,7 +28,6 @@ Verdict, two targets:
 from __future__ import annotations
 
 import _thread
-import argparse
 import os
 import threading
 import time
@@ -36,8 +35,8 @@ import time
 import numpy as np
 import psutil
 import ray
-from benchlib import private_ray_tmp, write_json
 
+from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.trainer import run_training
@@ -122,7 +121,6 @@ def verdict(samples: list[dict], buffer_size: int, flat_mb_per_min: float = FLAT
 
 
 def soak(minutes: float, quick: bool, workers: int = 8, log=print) -> dict:
-    load_before = [round(x, 2) for x in os.getloadavg()]
     cfg = ApexConfig().updated({"num_workers": workers, "target_return": None,
                                 "max_env_steps": None, "max_time_s": minutes * 60,
                                 **({"buffer_size": 10_000} if quick else {})})
@@ -164,25 +162,22 @@ def soak(minutes: float, quick: bool, workers: int = 8, log=print) -> dict:
             "note": "" if judged["flat"] is not None else
             f"fewer than {MIN_SAMPLES} samples after the buffer filled"}}
     return {"config": {"quick": quick, "minutes": minutes, "num_workers": workers,
-                       "buffer_size": cfg.buffer_size, "sample_every_s": SAMPLE_EVERY_S,
-                       "cpus": os.cpu_count(), "ray": ray.__version__},
+                       "buffer_size": cfg.buffer_size, "sample_every_s": SAMPLE_EVERY_S},
             "stopped_by": stopped_by, "samples": samples, "verdict": judged,
-            "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
             "targets": targets}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one minute, a 10K buffer")
-    parser.add_argument("--minutes", type=float, default=None, help="default 10 (quick: 1)")
-    parser.add_argument("--json", default="bench/results/soak.json", help="where to write")
-    args = parser.parse_args()
+    cli = parser(__doc__, "soak", "one minute, a 10K buffer")
+    cli.add_argument("--minutes", type=float, default=None, help="default 10 (quick: 1)")
+    args = cli.parse_args()
+    recording = Recording()
     result = soak(args.minutes or (1.0 if args.quick else 10.0), args.quick)
     v = result["verdict"]
     print(f"stopped by {result['stopped_by']}; no deadlock: {v['no_deadlock']}; buffer full at "
           f"{v['filled_at_s']} s; memory flat: {v['flat']} (slopes MB/min after the fill: "
           f"{v['slopes_mb_per_min']})")
-    write_json(result, args.json)
+    recording.write(result, args.json)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ this module only says what is particular to Ape-X:
 
 - `Explorer`: a worker with a fixed eps_i = eps^(1 + alpha i/(N-1)), an NStepBuffer, and its
   own network to compute the initial priorities |TD error| of the batches it sends.
-- `Learner`: a DQNLearner that holds the prioritized buffer, samples it and writes the new
+- `ApexLearnerActor`: a DQNLearner that holds the prioritized buffer, samples it and writes the new
   priorities back.
 - `ApexTrainer`: the driver. It holds the *replay ratio*, learner samples per inserted
   transition, near `replay_ratio`: the learner gets updates only as data arrives, and the
@@ -42,8 +42,8 @@ from course_lib.dqn.learner import (
     DuelingQNet,
     epsilon_for_explorer,
     epsilon_greedy_batch,
-    evaluate_greedy,
     greedy_policy,
+    greedy_returns,
     make_learner,
     require_discrete,
     td_errors,
@@ -76,7 +76,8 @@ class Explorer(Worker):
 
     def __init__(self, index: int, cfg: ApexConfig, prefix: str, seed: int, epsilon: float,
                  given=None):
-        self.epsilon = epsilon
+        own = given and given.epsilon(index, cfg.num_workers, cfg.eps, cfg.eps_alpha)
+        self.epsilon = epsilon if own is None else own   # the attendee's, if given (`pieces`)
         self.nsteps = [NStepBuffer(cfg.n_step, cfg.gamma) for _ in range(cfg.num_envs)]
         super().__init__(index, cfg, prefix, seed, given)
 
@@ -95,7 +96,7 @@ class Explorer(Worker):
 
 
 @remote_learner
-class Learner(LearnerActor):
+class ApexLearnerActor(LearnerActor):
     """A DQNLearner on prioritized batches from the buffer it holds; the new priorities of
     each batch are written back at once (a local call: the buffer is in this process)."""
 
@@ -115,7 +116,7 @@ class ApexTrainer(DistributedTrainer):
     replay and a DQN learner. `epsilons`: each explorer's eps_i."""
 
     algo, config_class = "apex", ApexConfig
-    Worker, Learner = Explorer, Learner
+    Worker, Learner = Explorer, ApexLearnerActor
     worker_name = "explorer"
     learner_metrics = ("loss", "q_mean")
 
@@ -144,7 +145,7 @@ class ApexTrainer(DistributedTrainer):
 
     def evaluation_functions(self) -> tuple:
         return (partial(DuelingQNet, *self.dims, tuple(self.cfg.hidden)),
-                partial(evaluate_greedy, env_id=self.cfg.env_id))
+                partial(greedy_returns, env_id=self.cfg.env_id))
 
     def row_extras(self) -> dict[str, float]:
         return {"replay_ratio": self.ratio_held() * self.cfg.batch_size}   # samples / transition

@@ -31,10 +31,10 @@ def load(name: str) -> dict:
     path = (folder or REPO / "bench" / "results") / f"{name}.json"
     if not path.is_file():
         raise FileNotFoundError(
-            f"no benchmark result {path}: run `python bench/run_all.py --only {name}` "
+            f"no benchmark result {path}: run `python -m bench.run_all --only {name}` "
             f"(or `make bench`) in the repository first")
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err}); re-run "
-                         f"`python bench/run_all.py --only {name}`") from None
+                         f"`python -m bench.run_all --only {name}`") from None

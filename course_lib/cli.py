@@ -363,6 +363,7 @@ def play(env, act, episodes: int, seed: int, record: bool = False):
     `env` comes from `envs.make_env`, as in training (flat float32 observations); episode i
     starts from seed + i."""
     from course_lib import render
+    from course_lib.envs import play_episode
 
     returns, frames = [], []
     for i in range(episodes):
@@ -374,12 +375,7 @@ def play(env, act, episodes: int, seed: int, record: bool = False):
             returns.append(total)
             continue
         obs, _ = env.reset(seed=seed + i)
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs))
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
+        returns.append(play_episode(env, act, obs)[0])
     return returns, frames
 
 

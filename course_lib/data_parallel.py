@@ -8,7 +8,7 @@ waits for all workers' gradients, averages them and takes one SGD step:
 
     w <- w - lr * (1/N) * sum_i g_i(w)
 
-Asynchronous (parameter server): the weights live in a `ParameterServer`; whichever worker
+Asynchronous (parameter server): the weights live in a `ParameterStoreActor`; whichever worker
 finishes first has its gradient applied at once and gets the newest weights back:
 
     w <- w - lr * g_i(w_{v_i})        with staleness = (server version now) - v_i
@@ -30,7 +30,10 @@ from torch import nn
 
 from course_lib.config import Config
 from course_lib.nets import get_weights, mlp, set_weights
-from course_lib.param_server import ParameterServer, pull_weights
+from course_lib.param_server import ParameterStoreActor, get_result, pull_weights
+from course_lib.pieces import Given
+from course_lib.pieces.param import piece_errors, used_by
+from course_lib.trainer import derive_seed
 
 
 @dataclass
@@ -45,8 +48,8 @@ class DataParallelConfig(Config):
     lr: float = 0.1               # plain SGD, the same rule on the driver and on the server
     steps: int = 200              # synchronous steps; asynchronous runs steps * num_workers
     eval_every: int = 10          # evaluate test accuracy every N updates
-    work_ms: float = 0.0          # extra simulated compute per gradient (to show stragglers)
-    seed: int = 0
+    seed: int = 0                 # seeds the data, the model and the workers' minibatches
+    piece_timeout_s: float = 30.0  # seconds a call of an attendee's piece (pieces=) may take
 
 
 def make_blobs(n: int, n_features: int, n_classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +86,8 @@ class DataWorker:
         (x, y), _ = train_test_split(cfg)
         self.x, self.y = x[shard::cfg.num_workers], y[shard::cfg.num_workers]
         self.model = make_model(cfg)
-        self.cfg, self.rng = cfg, np.random.default_rng(cfg.seed + 1 + shard)
+        self.cfg, self.rng = cfg, np.random.default_rng(derive_seed(cfg.seed, "shard", shard))
+        self.shard = shard
 
     def shard_size(self) -> int:
         return len(self.x)
@@ -96,9 +100,16 @@ class DataWorker:
                                            torch.from_numpy(self.y[idx]))
         self.model.zero_grad()
         loss.backward()
-        time.sleep(self.cfg.work_ms / 1000)
         grads = {name: p.grad.numpy().copy() for name, p in self.model.named_parameters()}
         return grads, version, float(loss)
+
+    def run_steps(self, ps, steps: int, pieces: dict, lr: float, timeout_s: float) -> list[int]:
+        """Asynchronous training driven by this worker: `steps` times the attendee's
+        `worker_step` (pull the newest weights, compute a gradient, push it to `ps`); returns
+        each gradient's staleness."""
+        step = Given(pieces, f"data worker {self.shard}", timeout_s).worker_step(
+            ps, lambda weights: self.compute_gradients(weights)[0], lr)
+        return [step() for _ in range(steps)]
 
 
 def sgd_step(weights: dict, grads: dict, lr: float) -> dict:
@@ -113,17 +124,24 @@ def _setup(cfg: DataParallelConfig):
     return make_model(cfg), workers, test
 
 
-def sync_sgd(cfg: DataParallelConfig) -> list[dict]:
-    """Synchronous data parallelism; returns [{update, time_s, accuracy}, ...]."""
+def average_gradients(grads_list: list[dict]) -> dict:
+    """{name: the element-wise mean over the workers of grads[name]}."""
+    return {name: np.mean([grads[name] for grads in grads_list], axis=0)
+            for name in grads_list[0]}
+
+
+def sync_sgd(cfg: DataParallelConfig, pieces: dict | None = None) -> list[dict]:
+    """Synchronous data parallelism; returns [{update, time_s, accuracy}, ...].
+    `pieces={"average_gradients": f}` averages with the attendee's `f` (notebook 03)."""
+    pieces = used_by("sync_sgd", pieces)
+    average = Given(pieces, "the driver", cfg.piece_timeout_s).average() or average_gradients
     model, workers, (x_test, y_test) = _setup(cfg)
     weights = get_weights(model)
     history, start = [], time.perf_counter()
     for step in range(1, cfg.steps + 1):
         weights_ref = ray.put(weights)                    # broadcast once, all workers read it
         results = ray.get([w.compute_gradients.remote(weights_ref, step) for w in workers])
-        mean_grads = {name: np.mean([g[name] for g, _, _ in results], axis=0)
-                      for name in results[0][0]}
-        weights = sgd_step(weights, mean_grads, cfg.lr)
+        weights = sgd_step(weights, average([g for g, _, _ in results]), cfg.lr)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             set_weights(model, weights)
             history.append({"update": step, "time_s": time.perf_counter() - start,
@@ -131,14 +149,21 @@ def sync_sgd(cfg: DataParallelConfig) -> list[dict]:
     return history
 
 
-def async_sgd(cfg: DataParallelConfig) -> tuple[list[dict], list[int]]:
-    """Asynchronous training through a ParameterServer.
+def async_sgd(cfg: DataParallelConfig, pieces: dict | None = None
+              ) -> tuple[list[dict], list[int]]:
+    """Asynchronous training through a ParameterStoreActor.
 
     Returns the history [{update, time_s, accuracy}, ...] and the staleness of every applied
     gradient (how many updates other workers made while it was being computed).
+    `pieces` (notebook 03): each worker runs the step itself (`by_workers`), the attendee's
+    `worker_step` if given (pull, compute, push), through their "cached_weights" if given.
     """
+    pieces = used_by("async_sgd", pieces)
+    if pieces:
+        with piece_errors():
+            return by_workers(cfg, {"worker_step": worker_step, **pieces})
     model, workers, (x_test, y_test) = _setup(cfg)
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     ray.get(ps.push.remote("model", get_weights(model)))
     version, weights = pull_weights(ps, "model")
     in_flight = {w.compute_gradients.remote(weights, version): w for w in workers}
@@ -157,4 +182,31 @@ def async_sgd(cfg: DataParallelConfig) -> tuple[list[dict], list[int]]:
             set_weights(model, weights)
             history.append({"update": update, "time_s": time.perf_counter() - start,
                             "accuracy": accuracy(model, x_test, y_test)})
+    return history, staleness
+
+
+def worker_step(ps, cache, compute_gradients, lr: float) -> int:
+    """One step of a worker that trains through the server: pull the newest weights (only if
+    changed), compute a gradient on them, apply it on the server; the version it made."""
+    grads = compute_gradients(cache.get(ps, "model"))
+    return get_result(ps.push_gradients.remote("model", grads, lr))
+
+
+def by_workers(cfg: DataParallelConfig, pieces: dict) -> tuple[list[dict], list[int]]:
+    """`async_sgd` driven by the workers: each runs `cfg.steps` of the attendee's `worker_step`
+    against the server; the driver evaluates the server's newest weights while they run."""
+    model, workers, (x_test, y_test) = _setup(cfg)
+    ps = ParameterStoreActor.remote()
+    ray.get(ps.push.remote("model", get_weights(model)))
+    runs = [w.run_steps.remote(ps, cfg.steps, pieces, cfg.lr, cfg.piece_timeout_s)
+            for w in workers]
+    history, start, done = [], time.perf_counter(), []
+    while len(done) < len(runs):
+        done, _ = ray.wait(runs, num_returns=len(runs), timeout=0.5)
+        version, weights = pull_weights(ps, "model")
+        set_weights(model, weights)
+        history.append({"update": version - 1, "time_s": time.perf_counter() - start,
+                        "accuracy": accuracy(model, x_test, y_test)})
+    staleness = [s for run in ray.get(runs) for s in run]
+    ray.kill(ps)
     return history, staleness

@@ -46,6 +46,7 @@ import math
 import time
 import uuid
 from abc import abstractmethod
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -54,7 +55,7 @@ import ray
 from course_lib.envs import NonFiniteError, env_dims, make_env
 from course_lib.errors import first_line
 from course_lib.failures import Parts, WorkerDiedError
-from course_lib.param_server import ParameterServer
+from course_lib.param_server import ParameterStoreActor
 from course_lib.pieces import Given, check_keys
 from course_lib.placement import actor_resources, check_gpus, check_pinning, started_here
 from course_lib.ray_setup import init_ray
@@ -96,6 +97,26 @@ class DistributedConfig(TrainerConfig):
 # The driver
 # ---------------------------------------------------------------------------------------------
 
+#: learner calls the driver keeps queued at most: the learner never waits for the driver, and a
+#: slow learner does not collect a pile of calls that run long after they were due
+MAX_LEARNER_CALLS = 2
+
+
+def learner_chunks(due: int, submitted: int, in_flight: int, chunk: int) -> list[int]:
+    """The learner calls to send now, as their numbers of updates: what is due and not yet
+    submitted, in chunks of at most `chunk`, while fewer than `MAX_LEARNER_CALLS` are in flight.
+
+    >>> learner_chunks(due=120, submitted=0, in_flight=0, chunk=50), learner_chunks(120, 0, 1, 50)
+    ([50, 50], [50])
+    """
+    sizes = []
+    while in_flight < MAX_LEARNER_CALLS and submitted < due:
+        sizes.append(min(chunk, due - submitted))
+        submitted += sizes[-1]
+        in_flight += 1
+    return sizes
+
+
 class DistributedTrainer(Trainer):
     """Starts the actors, hands out work in chunks, books what finishes, one row per iteration.
 
@@ -104,6 +125,10 @@ class DistributedTrainer(Trainer):
     driver books it and hands out new work. The learner gets exactly the updates that
     `updates_due()` allows, and the workers pause while it is more than `max_lag_updates`
     behind: on a small machine the workers would otherwise outrun the learner.
+    The learner's calls are `learner_chunks` of at most `learner_chunk` updates, at most
+    `MAX_LEARNER_CALLS` in flight. With `pieces`, the attendee's throttle (`updates_allowed`)
+    and learner calls (`learner_chunks`) take the place of these two rules, guarded
+    (`course_lib.pieces.apex`).
 
     Each iteration starts by asking the learner for a snapshot (it runs after the updates
     already queued), has the evaluator score it while training goes on, and ends when the
@@ -127,6 +152,9 @@ class DistributedTrainer(Trainer):
         cfg = self.cfg
         check_keys(pieces or {})
         self.pieces = pieces or {}            # the attendee's, by key (`course_lib.pieces`)
+        given = Given(self.pieces, "the driver", cfg.piece_timeout_s)
+        self.throttle = given.throttle(cfg)                     # None: course_lib's own ...
+        self.chunks = given.chunks(cfg.learner_chunk, MAX_LEARNER_CALLS)   # ... rules
         env = make_env(cfg.env_id)
         self.check_env(env)
         self.dims = env_dims(env)
@@ -156,7 +184,7 @@ class DistributedTrainer(Trainer):
         cfg, parts = self.cfg, self.parts
         prefix = f"{self.algo}-{uuid.uuid4().hex[:8]}"   # workers find these actors by name
         self.params = parts.add("parameter server",
-                                ParameterServer.options(name=f"{prefix}-params").remote())
+                                ParameterStoreActor.options(name=f"{prefix}-params").remote())
         replay = {"capacity": cfg.buffer_size, "spec": self.transition_spec(),
                   "seed": self.seed("replay"), **self.replay_options()}
         self.learner = parts.add("learner", self.Learner.options(
@@ -184,6 +212,14 @@ class DistributedTrainer(Trainer):
 
     # -- handing out work ---------------------------------------------------------------
 
+    def updates_due(self) -> int:
+        """`Trainer.updates_due`, or with the attendee's throttle (`pieces`) the updates it
+        allows for the transitions past `learning_start`."""
+        if self.throttle is None:
+            return super().updates_due()
+        return self._updates_at_start + self.throttle(max(0, self.stored_now -
+                                                             self.learning_start))
+
     def _running(self, role: str, index: int = 0) -> int:
         """How many tasks of `role` (for worker `index`) are in flight."""
         return sum(1 for r, i in self.tasks.values() if (r, i) == (role, index))
@@ -192,9 +228,8 @@ class DistributedTrainer(Trainer):
         """Give the learner the updates now due; let workers play unless the learner is behind."""
         cfg, c = self.cfg, self.counters
         due = self.updates_due()
-        # two learner tasks queued at most, so the learner never waits for the driver
-        while self._running("learn") < 2 and self.updates_submitted < due:
-            n = min(cfg.learner_chunk, due - self.updates_submitted)
+        chunks = self.chunks or partial(learner_chunks, chunk=cfg.learner_chunk)
+        for n in chunks(due, self.updates_submitted, self._running("learn")):
             self.tasks[self.learner.train.remote(n)] = ("learn", 0)
             self.updates_submitted += n
         if due - c.learner_updates > cfg.max_lag_updates:
@@ -342,7 +377,7 @@ class DistributedTrainer(Trainer):
         """The replay buffer's fields (`replay.transition_spec`)."""
 
     def replay_options(self) -> dict[str, Any]:
-        """Keyword arguments of the learner's `ReplayServer` (prioritized or not, alpha)."""
+        """Keyword arguments of the learner's `ReplayStore` (prioritized or not, alpha)."""
         return {}
 
     def worker_options(self, index: int) -> dict[str, Any]:

@@ -7,6 +7,8 @@
   Discrete action space and the components of a Box one.
 - `check_finite`: an observation or an action with NaN or inf stops the run with one line
   that names the env and the step (`NonFiniteError`), instead of poisoning the networks.
+- `play_episode`: the one loop that plays an episode of act(obs) in one env (the command
+  line's evaluation, rendering and REINFORCE's sampling all call it).
 - `evaluate_policy`: undiscounted returns of a deterministic policy, all episodes side by side.
 """
 
@@ -115,6 +117,25 @@ def check_finite(value, what: str, env_id: str, step: int) -> None:
         verb = "was given" if what == "action" else "gave"
         raise NonFiniteError(f"{env_id} {verb} a non-finite {what} at env step {step}: "
                              f"{np.array2string(array, precision=3, threshold=8)}")
+
+
+def play_episode(env: gym.Env, act: Callable, obs: np.ndarray, max_steps: int | None = None,
+                 on_step: Callable | None = None) -> tuple[float, int]:
+    """Play act(obs) in `env` from `obs` (what `env.reset` returned) until the episode ends
+    (terminated or truncated) or `max_steps` steps: (undiscounted return, steps).
+
+    `on_step(obs, action, reward, next_obs, terminated, truncated)` sees every step as it
+    happens: REINFORCE stores it, rendering draws a frame.
+    """
+    total, steps, done = 0.0, 0, False
+    while not done and (max_steps is None or steps < max_steps):
+        action = act(obs)
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        total, steps, done = total + float(reward), steps + 1, terminated or truncated
+        if on_step is not None:
+            on_step(obs, action, reward, next_obs, terminated, truncated)
+        obs = next_obs
+    return total, steps
 
 
 def evaluate_policy(act: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: int = 10,

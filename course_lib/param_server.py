@@ -6,10 +6,11 @@ rollout and test workers pull them when they are newer than their own copy.
 Two layers, so the logic can be tested without Ray:
 
 - `ParameterStore`: a plain class with the logic (validation, versions, SGD step, save/load).
-- `ParameterServer`: the same class as a Ray actor. Its `pull` returns an ObjectRef instead
-  of the arrays: the actor `ray.put`s each version's weights once, and every caller maps that
-  one object-store copy (zero-copy numpy) instead of the actor serialising the weights again
-  for each caller. The caller therefore gets twice:
+- `ParameterStoreActor`: the same class as a Ray actor (the naming rule of every such pair:
+  the actor is the plain class's name plus `Actor`, as `replay.ReplayStoreActor`). Its `pull`
+  returns an ObjectRef instead of the arrays: the actor `ray.put`s each version's weights
+  once, and every caller maps that one object-store copy (zero-copy numpy) instead of the
+  actor serialising the weights again for each caller. The caller therefore gets twice:
 
       version, ref = ray.get(ps.pull.remote("policy", known_version))
       weights = ray.get(ref) if ref is not None else None
@@ -218,7 +219,7 @@ def _check_same_layout(name: str, old: Weights, new: Weights, call: str) -> None
 
 
 @ray.remote(num_cpus=0)
-class ParameterServer(ParameterStore):
+class ParameterStoreActor(ParameterStore):
     """`ParameterStore` as a Ray actor; `pull` returns `(version, ObjectRef or None)`.
 
     Each version is `ray.put` at most once, at its first pull, and the ObjectRef is handed to
@@ -257,7 +258,7 @@ def get_result(ref: ray.ObjectRef):
 
 
 def pull_weights(ps, name: str, known_version: int = -1) -> tuple[int, Weights | None]:
-    """Caller side of `ParameterServer.pull`: (version, weights), or (version, None) if
+    """Caller side of `ParameterStoreActor.pull`: (version, weights), or (version, None) if
     `known_version` is current. The returned arrays are read-only views of shared memory."""
     version, ref = get_result(ps.pull.remote(name, known_version))
     return version, (None if ref is None else ray.get(ref))
@@ -276,3 +277,18 @@ def pull_into(ps, name: str, module, known_version: int = -1) -> int:
     if weights is not None:
         set_weights(module, weights)
     return version
+
+
+class CachedWeights:
+    """A caller's copy of the newest weights of one name: `get(ps, name)` pulls with the version
+    it holds, so the server copies the weights only when they changed (notebook 03's exercise,
+    and what an asynchronous data-parallel worker uses by default)."""
+
+    def __init__(self):
+        self.version, self.weights = -1, None
+
+    def get(self, ps, name: str) -> Weights:
+        version, weights = pull_weights(ps, name, self.version)
+        if weights is not None:
+            self.version, self.weights = version, weights
+        return self.weights

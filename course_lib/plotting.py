@@ -1,4 +1,6 @@
-"""Plotting helpers shared by the notebooks: learning curves, task timelines, comparisons.
+"""Plotting helpers shared by the notebooks: learning curves, comparisons, scaling, the ladder.
+
+The Gantt chart of tasks and actor calls is `timeline.plot_timeline`.
 
 Each function draws on `ax` (a new figure when None) and returns the axes, so a notebook can
 combine them or restyle them.
@@ -31,25 +33,6 @@ def plot_learning_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[fl
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
-    return ax
-
-
-def plot_task_timeline(spans: Sequence[tuple[str, float, float]], *, title: str = "", ax=None):
-    """Gantt chart of tasks: `spans` holds (worker label, start s, end s), one per task.
-
-    Each worker gets a row; each task a bar from its start to its end, so idle gaps and
-    serialised work are visible at a glance.
-    """
-    ax = _axes(ax, figsize=(7, 0.5 + 0.45 * len({w for w, _, _ in spans})))
-    workers = sorted({w for w, _, _ in spans})
-    t0 = min(start for _, start, _ in spans)
-    colors = plt.get_cmap("tab10")
-    for i, (worker, start, end) in enumerate(spans):
-        ax.barh(workers.index(worker), end - start, left=start - t0, height=0.6,
-                color=colors(i % 10), edgecolor="black", linewidth=0.5)
-    ax.set_yticks(range(len(workers)), workers)
-    ax.set(xlabel="seconds since the first task started", title=title)
-    ax.grid(axis="x", alpha=0.3)
     return ax
 
 

@@ -2,8 +2,8 @@
 
 gymnasium draws its classic-control envs (CartPole, Pendulum) with pygame into an off-screen
 surface when an env is made with `render_mode="rgb_array"`; no window and no display are
-needed, so this works in a notebook, over SSH and in CI. The GIF is written by Pillow (or
-imageio when installed) and shown inline by `animate` (Jupyter displays `image/gif` itself: no
+needed, so this works in a notebook, over SSH and in CI. The GIF is written by Pillow and
+shown inline by `animate` (Jupyter displays `image/gif` itself: no
 JavaScript, no CDN).
 
     render.animate(result.checkpoint)                  # a notebook: the GIF below the cell
@@ -46,15 +46,19 @@ def record_episode(env, act, seed: int = 0, max_steps: int | None = None,
 
     `env` must be made with `render_mode="rgb_array"` (`envs.make_env(id, render_mode=...)`);
     `max_steps` cuts the episode short (a short animation in quick mode)."""
+    from course_lib.envs import play_episode
+
     if every < 1:
         raise ValueError(f"every must be >= 1, got {every}")
     obs, _ = env.reset(seed=seed)
-    frames, total, steps, done = [render_frame(env)], 0.0, 0, False
-    while not done and (max_steps is None or steps < max_steps):
-        obs, reward, terminated, truncated, _ = env.step(act(obs))
-        total, steps, done = total + float(reward), steps + 1, terminated or truncated
-        if steps % every == 0 or done:
+    frames, played = [render_frame(env)], [0]
+
+    def draw(obs, action, reward, next_obs, terminated, truncated) -> None:
+        played[0] += 1
+        if played[0] % every == 0 or terminated or truncated:
             frames.append(render_frame(env))
+
+    total, steps = play_episode(env, act, obs, max_steps, on_step=draw)
     return frames, total, steps
 
 
@@ -70,20 +74,14 @@ def shrink(frame: np.ndarray, scale: float) -> np.ndarray:
 
 
 def write_gif(frames, path, fps: int = 30) -> None:
-    """An animated GIF of rgb frames (H, W, 3) at `path` (or a binary file object):
-    imageio if installed, else Pillow."""
+    """An animated GIF of rgb frames (H, W, 3) at `path` (or a binary file object), by Pillow."""
     if not len(frames):
         raise ValueError("no frames to write")
-    try:
-        import imageio.v2 as imageio
-    except ImportError:
-        from PIL import Image
+    from PIL import Image
 
-        images = [Image.fromarray(frame) for frame in frames]
-        images[0].save(path, format="GIF", save_all=True, append_images=images[1:],
-                       duration=round(1000 / fps), loop=0)
-    else:
-        imageio.mimsave(path, frames, format="GIF", duration=1000 / fps, loop=0)
+    images = [Image.fromarray(frame) for frame in frames]
+    images[0].save(path, format="GIF", save_all=True, append_images=images[1:],
+                   duration=round(1000 / fps), loop=0)
 
 
 def load_policy(checkpoint_path) -> tuple[dict, dict, object]:

@@ -28,7 +28,7 @@ from course_lib.nets import set_weights
 from course_lib.param_server import get_result, pull_into
 from course_lib.pieces import Given, steps_per_pull
 from course_lib.replay.nstep import stack_transitions
-from course_lib.replay.server import ReplayServer
+from course_lib.replay.server import ReplayStore
 from course_lib.trainer import derive_seed
 
 if TYPE_CHECKING:
@@ -126,10 +126,6 @@ class Worker(ABC):
     def node_id(self) -> str:
         """The Ray node this worker runs on (on a cluster: which machine)."""
         return ray.get_runtime_context().get_node_id()
-
-    def seeded_with(self) -> int:
-        """The seed this process started from (a restarted worker draws a new one)."""
-        return self.seed
 
     def run(self, num_steps: int) -> dict[str, Any]:
         """Play `num_steps` env steps (rounded up to whole steps of all `num_envs` envs)."""
@@ -251,7 +247,7 @@ class LearnerActor(ABC):
         if cfg.pin_learner:
             pin_this_process(learner=True)
         self.cfg = cfg
-        self.replay = ReplayServer(**replay)     # capacity, spec, seed and its options
+        self.replay = ReplayStore(**replay)     # capacity, spec, seed and its options
         if given is not None:
             given.descent(self.replay)           # the attendee's sum-tree descent, if given
         self.lock = threading.Lock()             # adds (replay thread) against samples
@@ -327,7 +323,7 @@ class LearnerActor(ABC):
                 "updates": self.learner.updates}
 
     def replay_stats(self) -> dict[str, Any]:
-        """The buffer's size, inserted, sampled and their ratio (`ReplayServer.stats`)."""
+        """The buffer's size, inserted, sampled and their ratio (`ReplayStore.stats`)."""
         with self.lock:
             return self.replay.stats()
 
@@ -338,7 +334,7 @@ class LearnerActor(ABC):
         """The plain learner (DQNLearner, SACLearner) this actor feeds."""
 
     def sample_args(self) -> tuple:
-        """The arguments of one `ReplayServer.sample` call (Ape-X adds beta)."""
+        """The arguments of one `ReplayStore.sample` call (Ape-X adds beta)."""
         return (self.cfg.batch_size,)
 
     def after_update(self, batch: dict[str, np.ndarray], info: dict[str, Any]) -> None:

@@ -12,6 +12,9 @@ driver's submissions; those are left out here: one bar per call is what the pict
     timeline.plot_timeline(spans)
     timeline.busy_fractions(spans)                               # {row: share of the window}
 
+The same picture serves tasks timed by hand (notebook 01): `task_spans` turns (worker, start,
+end) triples into rows of the same kind, one colour per task.
+
 A bar is a whole method call, waits inside it included (a `ray.get` on a sample request counts
 as busy); a gap is time the actor had no call to run, because nobody sent one yet.
 """
@@ -19,11 +22,12 @@ as busy); a gap is time the actor had no call to run, because nobody sent one ye
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 
 #: rows of a distributed run, in the order of the data's path through it
-ROLE_ORDER = ("Explorer", "RolloutWorker", "ReplayServer", "Learner", "ParameterServer",
-              "Evaluator")        # ReplayServer: the class behind replay.ReplayActor (04)
+ROLE_ORDER = ("Explorer", "RolloutWorker", "ReplayStore", "ApexLearnerActor", "SACLearnerActor",
+              "ParameterStoreActor", "Evaluator")   # ReplayStore: behind replay.ReplayStoreActor
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -136,13 +140,36 @@ def busy_fractions(spans: dict[str, list[Span]],
     return out
 
 
+def task_spans(tasks: Iterable[tuple[str, float, float]]) -> dict[str, list[Span]]:
+    """{worker: spans} from (worker label, start s, end s) triples, one per task, for
+    `plot_timeline`: rows sorted by label, times from the first start, each task its own
+    "method" ("task 1", "task 2", ... in the order given), so each bar gets its own colour.
+
+    >>> task_spans([("w2", 10.0, 10.5), ("w1", 10.25, 11.0)])["w1"]
+    [Span(start=0.25, duration=0.75, method='task 2')]
+    """
+    tasks = list(tasks)
+    if not tasks:
+        return {}
+    origin = min(start for _, start, _ in tasks)
+    rows: dict[str, list[Span]] = {label: [] for label in sorted({w for w, _, _ in tasks})}
+    for i, (worker, start, end) in enumerate(tasks):
+        rows[worker].append(Span(start - origin, end - start, f"task {i + 1}"))
+    return {label: sorted(row) for label, row in rows.items()}
+
+
 def plot_timeline(spans: dict[str, list[Span]], ax=None, title: str | None = None):
-    """One row per actor, one bar per call, coloured by method; returns the axes."""
+    """One row per actor (or worker), one bar per call, coloured by method; the axes.
+
+    The one Gantt chart of the workbook: Ray's timeline of a distributed run (`actor_spans`)
+    and tasks timed by hand (`task_spans`) both draw through it."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(11, 0.45 * len(spans) + 1.2))
-    methods = sorted({s.method for row in spans.values() for s in row})
+    methods = sorted({s.method for row in spans.values() for s in row},
+                     key=lambda m: [int(t) if t.isdigit() else t     # "task 2" before "task 10"
+                                    for t in re.split(r"(\d+)", m)])
     colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
     labels = list(spans)
     for y, label in enumerate(reversed(labels)):

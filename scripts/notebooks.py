@@ -4,8 +4,11 @@
     python scripts/notebooks.py student [--out build/student]   # make student
     python scripts/notebooks.py workshop [--dir workshop] [--refresh]   # make lab / refresh
 
-`execute` records the mode, date, duration and machine in the notebook's metadata under
-"course"; tests/test_notebooks.py checks that every committed notebook was run in full mode.
+`execute` records the mode, date, duration, machine and the commit it ran (`course.commit`) in the
+notebook's metadata under "course"; tests/test_notebooks.py checks that every committed notebook
+was run in full mode. It runs committed code only: it refuses when course_lib/, bench/ or the
+notebook has uncommitted changes, unless `--allow-dirty` (the commit is then recorded as
+`<commit>-dirty`, which `make fresh` lists as stale).
 
 The attendee edition (`student_version`) is what attendees open. Each solution cell becomes a
 collapsed Markdown block placed after its check, so neither Shift+Enter nor Run All executes it;
@@ -31,6 +34,9 @@ from pathlib import Path
 
 import nbformat
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts.provenance, run as a file
+from scripts.provenance import CODE, stamp  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -39,10 +45,23 @@ def all_notebooks() -> list[Path]:
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
-def execute(path: Path, timeout_s: int = 3600) -> float:
-    """Run `path` top to bottom in full mode in a fresh kernel and save it in place."""
+def code_stamp(path: Path, allow_dirty: bool = False, root: Path = ROOT) -> str:
+    """The commit a run of notebook `path` records; a one-line RuntimeError when course_lib/,
+    bench/ or the notebook has uncommitted changes (unless `allow_dirty`: then "<commit>-dirty")."""
+    recorded = stamp((*CODE, path.resolve().relative_to(root.resolve())), root)
+    if recorded["uncommitted"] and not allow_dirty:
+        shown = ", ".join(recorded["uncommitted"][:3])
+        raise RuntimeError(f"uncommitted changes ({shown}): commit them first, so that "
+                           f"{path.name} records the code it ran (or pass --allow-dirty)")
+    return recorded["commit"]
+
+
+def execute(path: Path, timeout_s: int = 3600, allow_dirty: bool = False) -> float:
+    """Run `path` top to bottom in full mode in a fresh kernel and save it in place, recording
+    the commit it ran (see `code_stamp`)."""
     from nbclient import NotebookClient
 
+    commit = code_stamp(path, allow_dirty)
     os.environ["COURSE_QUICK"] = "0"
     os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt-nb-")
     nb = nbformat.read(path, as_version=4)
@@ -52,6 +71,7 @@ def execute(path: Path, timeout_s: int = 3600) -> float:
     seconds = time.perf_counter() - start
     nb.metadata["course"] = {
         "mode": "full",
+        "commit": commit,
         "executed": dt.date.today().isoformat(),
         "duration_s": round(seconds, 1),
         "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, "
@@ -143,6 +163,8 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("execute", help="re-execute notebooks in full mode, in place")
     run.add_argument("notebooks", nargs="*", type=Path)
+    run.add_argument("--allow-dirty", action="store_true",
+                     help="run with uncommitted changes (recorded as <commit>-dirty)")
     stu = sub.add_parser("student", help="write attendee versions without solutions")
     stu.add_argument("--out", type=Path, default=ROOT / "build" / "student")
     ws = sub.add_parser("workshop", help="create the attendee workspace if it does not exist")
@@ -157,7 +179,12 @@ def main(argv=None) -> int:
                 print(f"error: no notebook at {path}", file=sys.stderr)
                 return 2
             print(f"executing {path.name} in full mode ...", flush=True)
-            print(f"  done in {execute(path):.0f} s", flush=True)
+            try:
+                print(f"  done in {execute(path, allow_dirty=args.allow_dirty):.0f} s",
+                      flush=True)
+            except RuntimeError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
     elif args.command == "student":
         write_student(args.out)
         print(f"attendee notebooks written to {args.out}")

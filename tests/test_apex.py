@@ -56,7 +56,12 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
 
         # kill explorer 0: Ray restarts it, the driver resends its chunk, training goes on
         old_pid = trainer.pids[0]
-        seeds = ray.get([w.seeded_with.remote() for w in trainer.workers])
+
+        def seeds_now() -> list[int]:             # the seed each worker process started from
+            return ray.get([w.__ray_call__.remote(lambda worker: worker.seed)
+                            for w in trainer.workers])
+
+        seeds = seeds_now()
         ray.kill(trainer.workers[0], no_restart=False)
         before = last["env_steps"]
         while trainer.pids[0] in (None, old_pid):
@@ -66,7 +71,7 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
         rows.append(trainer.step())
         assert rows[-1]["worker_restarts"] >= 1 and rows[-1]["env_steps"] > before
         # the restarted explorer plays new episodes; the other one is untouched
-        new_seeds = ray.get([w.seeded_with.remote() for w in trainer.workers])
+        new_seeds = seeds_now()
         assert new_seeds[0] != seeds[0] and new_seeds[1] == seeds[1]
         state = trainer.state()
         weights = trainer.get_weights()
@@ -112,13 +117,14 @@ def test_the_learner_samples_its_own_buffer_and_writes_priorities_back(ray_local
     """Each batch the learner trains on carries importance weights normalised by its own
     largest, and an update's new priorities land in the learner's buffer at the sampled
     indices, with no Ray call between the buffer and the update."""
-    from course_lib.apex import Learner
-    from course_lib.param_server import ParameterServer
+    from course_lib.apex import ApexLearnerActor
+    from course_lib.param_server import ParameterStoreActor
 
-    params = ParameterServer.options(name="weights-params").remote()
+    params = ParameterStoreActor.options(name="weights-params").remote()
     batch, priorities = stored_batch()
     try:
-        learner = Learner.__ray_actor_class__(CFG, (4, 2), "weights", None, 0, replay_of(CFG))
+        learner = ApexLearnerActor.__ray_actor_class__(CFG, (4, 2), "weights", None, 0,
+                                                       replay_of(CFG))
         assert learner.add(batch, priorities) == 300
         seen = [learner.sample() for _ in range(12)]
         trained = []                                  # (batch, info) of each update
@@ -139,11 +145,11 @@ def test_the_learner_samples_its_own_buffer_and_writes_priorities_back(ray_local
 def test_explorers_adds_land_while_the_learner_trains(ray_local):
     """The learner actor runs `add` on its replay thread: an add sent after a long `train`
     call returns before that call does, instead of queueing behind it."""
-    from course_lib.apex import Learner
-    from course_lib.param_server import ParameterServer
+    from course_lib.apex import ApexLearnerActor
+    from course_lib.param_server import ParameterStoreActor
 
-    params = ParameterServer.options(name="busy-params").remote()
-    learner = Learner.remote(CFG, (4, 2), "busy", None, 0, replay_of(CFG))
+    params = ParameterStoreActor.options(name="busy-params").remote()
+    learner = ApexLearnerActor.remote(CFG, (4, 2), "busy", None, 0, replay_of(CFG))
     batch, priorities = stored_batch()
     try:
         ray.get(learner.add.remote(batch, priorities))
@@ -180,14 +186,14 @@ def test_an_explorer_with_several_envs_keeps_each_envs_n_step_window_apart(ray_l
     from course_lib.apex import Explorer
     from course_lib.dqn import DuelingQNet
     from course_lib.nets import get_weights
-    from course_lib.param_server import ParameterServer
-    from course_lib.replay import ReplayActor, transition_spec
+    from course_lib.param_server import ParameterStoreActor
+    from course_lib.replay import ReplayStoreActor, transition_spec
 
     gym.register("Tagged-v0", entry_point=Tagged)
     cfg = CFG.updated({"env_id": "Tagged-v0", "num_envs": 3, "n_step": 3, "send_every": 10})
-    replay = ReplayActor.options(name="tagged-learner").remote(   # stands in for the learner
+    replay = ReplayStoreActor.options(name="tagged-learner").remote(   # stands in for the learner
         1_000, transition_spec((2,), n_step=True), seed=0)
-    params = ParameterServer.options(name="tagged-params").remote()
+    params = ParameterStoreActor.options(name="tagged-params").remote()
     try:
         ray.get(params.push.remote(POLICY, get_weights(DuelingQNet(2, 2, tuple(cfg.hidden)))))
         explorer = Explorer.__ray_actor_class__(0, cfg, "tagged", 0, epsilon=0.5)

@@ -1,9 +1,8 @@
 """The bench scripts without long runs or Ray: RESULTS.md and figures from canned JSON, the RLlib
 race's contenders, and the SAC settings loop on a few Pendulum steps."""
 
-import importlib.util
+import importlib
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -14,35 +13,37 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench_module(name: str):
-    """bench/<name>.py as a module (bench/ is no package; its scripts import benchlib)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}",
-                                                      ROOT / "bench" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return module
+    """bench/<name>.py, imported as a notebook imports it."""
+    return importlib.import_module(f"bench.{name}")
 
 
 run_all = _bench_module("run_all")
+benchreport = _bench_module("benchreport")
 
-INFO = {"cpu": "Test CPU", "cpus": 2, "memory_gb": 24.0, "os": "Linux", "date": "2026-01-01 12:00",
-        "load_average": [0.5, 0.4, 0.3], "versions": {"python": "3.11.7", "ray": "2.60.0"}}
-LOAD = {"load_average_before_after": [0.3, 1.2]}
+
+def _meta(config=None, load=(0.3, 1.2), **more) -> dict:
+    """A result's meta, as bench/benchlib.py records it."""
+    return {"commit": "0123456789" + "a" * 30, "uncommitted": [], "config": config or {},
+            "versions": {"python": "3.11.7", "ray": "2.60.0"},
+            "machine": {"cores": 2, "cpu": "Test CPU", "memory_gb": 24.0, "os": "Linux"},
+            "load_before": [load[0]], "load_after": [load[1]],
+            "started": "2026-01-01 12:00:00 UTC", "finished": "2026-01-01 12:01:00 UTC",
+            "command": "python -m bench.x", **more}
+
+
+LOAD = _meta()
 RESULTS = {
-    "replay": {"config": LOAD, "buffers": [{"operation": "sample+update (512)", "ours_us": 460.0,
+    "replay": {"meta": LOAD, "buffers": [{"operation": "sample+update (512)", "ours_us": 460.0,
                                             "cpprb_us": 820.0, "ours/cpprb": 0.56}],
                "ray_ingest": {"explorers": 2, "batch": 50, "transitions_per_s": 68_000.0},
                "targets": {"sample+update ours/cpprb": {"value": 0.56, "target": 1.0,
                                                         "met": True}}},
     "apex": {"missing": "bench/apex.py is not in this checkout"},
     "sac": {"error": "exit code 1: boom"},
-    "ray_overhead": {"config": LOAD, "targets": {},
+    "ray_overhead": {"meta": LOAD, "targets": {},
                      "rows": [{"operation": "task, sync", "ray_us": 2_600.0, "ray_per_s": 385.0,
                                "reference_us": 0.1, "ray/reference": 26_000.0}]},
-    "rllib": {"config": LOAD, "runs": [
+    "rllib": {"meta": LOAD, "runs": [
         {"task": "CartPole-v1", "side": side, "name": name, "seed": 0, "reached": side == "ours",
          "curve": [[10.0, 1_000, 20.0], [50.0, 9_000, float("nan")], [90.0, 20_000, 480.0]]}
         for side, name in (("ours", "course_lib Ape-X"), ("rllib", "RLlib DQN"))],
@@ -59,9 +60,10 @@ RESULTS = {
 
 def test_report_has_every_section_targets_and_figures(tmp_path):
     out = tmp_path / "RESULTS.md"
-    text = run_all.write_report(RESULTS, quick=False, out=out, info=INFO)
+    text = run_all.write_report(RESULTS, quick=False, out=out)
     assert out.read_text() == text
-    assert "2 CPUs (Test CPU)" in text and "2026-01-01" in text and "ray 2.60.0" in text
+    assert "2 cores (Test CPU)" in text and "started 2026-01-01" in text and "ray 2.60.0" in text
+    assert "commit 0123456789;" in text
     assert "replay: sample+update ours/cpprb | 0.56 | 1.00 | met" in text
     assert "Not run: bench/apex.py is not in this checkout." in text
     assert "exit code 1: boom" in text
@@ -70,11 +72,32 @@ def test_report_has_every_section_targets_and_figures(tmp_path):
     assert (tmp_path / "figures" / "rllib_cartpole.png").stat().st_size > 1_000
     assert (tmp_path / "figures" / "ray_overhead.png").exists()
     assert "![rllib_cartpole](figures/rllib_cartpole.png)" in text
+    # the figure sits in its benchmark's block
+    rllib = text.split(benchreport.BEGIN.format("rllib"))[1]
+    assert "![rllib_cartpole]" in rllib.split(benchreport.END.format("rllib"))[0]
+
+
+def test_a_rewrite_keeps_the_reading_around_the_generated_blocks(tmp_path):
+    """The report rewrites its blocks only: a person's reading between them stays, and a
+    block new to the file is added under its title."""
+    out = tmp_path / "RESULTS.md"
+    run_all.write_report({"replay": RESULTS["replay"]}, quick=False, out=out)
+    end = benchreport.END.format("replay")
+    out.write_text(out.read_text().replace(end, end + "\n\n**Reading.** Ours samples faster."))
+    changed = {**RESULTS["replay"], "buffers": [{**RESULTS["replay"]["buffers"][0],
+                                                 "ours_us": 123.0}]}
+    text = run_all.write_report({"replay": changed, "ray_overhead": RESULTS["ray_overhead"]},
+                                quick=False, out=out)
+    assert text.count("**Reading.** Ours samples faster.") == 1
+    assert "| 123 |" in text and "| 460 |" not in text
+    assert text.index(end) < text.index("**Reading.**") < text.index(
+        "## What Ray costs") < text.index(benchreport.BEGIN.format("ray_overhead"))
+    assert text.count(benchreport.BEGIN.format("replay")) == 1
 
 
 def test_quick_report_says_so(tmp_path):
     text = run_all.write_report({"apex": RESULTS["apex"], "replay": RESULTS["replay"]}, quick=True,
-                                out=tmp_path / "R.md", info=INFO)
+                                out=tmp_path / "R.md")
     assert text.count("QUICK SMOKE RUN") == 1 and "No targets checked" in text
 
 
@@ -148,6 +171,27 @@ def test_is_weights_bench_trains_with_each_variants_buffer_and_counts_steps_to_t
     rows = bench.summarise(runs)
     assert [(row["variant"], row["seeds"], row["median_env_steps"]) for row in rows] == [
         ("buffer-min eps=1e-6", 1, 300.0), ("batch-max eps=1e-6", 1, 300.0)]
+
+
+def test_is_weights_buffer_variant_divides_by_the_largest_weight_in_the_buffer():
+    """The variant the library no longer keeps: w_i = (N P(i))^-beta over the largest such
+    weight among every stored transition, by hand."""
+    from course_lib.replay import transition_spec
+
+    bench = _bench_module("is_weights")
+    p, alpha, beta, eps = np.array([1.0, 2.0, 3.0, 4.0, 0.0]), 0.6, 0.4, 1e-6
+    buffer = bench.buffer_class(eps, "buffer")(5, transition_spec(obs_shape=(4,)), alpha=alpha,
+                                               seed=0)
+    buffer.add({"obs": np.zeros((5, 4), np.float32), "action": np.zeros(5, np.int64),
+                "reward": np.zeros(5, np.float32), "next_obs": np.zeros((5, 4), np.float32),
+                "terminated": np.zeros(5, bool)}, p)
+    q = (p + eps) ** alpha
+    w = (5 * q / q.sum()) ** -beta
+    w /= w.max()
+    for _ in range(5):
+        batch = buffer.sample(2, beta=beta)          # rarely holds the smallest priority
+        np.testing.assert_allclose(batch["weights"], w[batch["indices"]], rtol=1e-6)
+    assert buffer.weight_count == 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,16 +280,18 @@ def test_overhead_steady_rate_skips_start_up_and_learning_starts():
 
 
 SB3_RESULTS = {
-    "apex": {"config": LOAD, "summary": [
+    "apex": {"meta": LOAD, "summary": [
         {"variant": "dqn", "seeds": 3, "reached": 3, "median_env_steps": 5e4,
          "median_seconds": 50.0, "seconds_vs_dqn": 1.0},
         {"variant": "apex-2", "seeds": 3, "reached": 3, "median_env_steps": 2e4,
          "median_seconds": 20.0, "seconds_vs_dqn": 0.4},
         {"variant": "apex-4", "seeds": 3, "reached": 3, "median_env_steps": 4e4,
          "median_seconds": 40.0, "seconds_vs_dqn": 0.8}]},
-    "sac": {"pendulum": {"runs": [{"reached": True, "time_s": t, "env_steps": 2_000}
+    "sac": {"meta": _meta(),
+            "pendulum": {"runs": [{"reached": True, "time_s": t, "env_steps": 2_000}
                                   for t in (10.0, 12.0, 30.0)]}},
-    "sb3": {"config": {"stable_baselines3": "2.9.2", "rl_zoo3": "2.9.2"}, "targets": {},
+    "sb3": {"meta": _meta({"rl_zoo3": "2.9.2"}, versions={"stable-baselines3": "2.9.2"}),
+            "targets": {},
             "summary": [{"task": "CartPole-v1", "algo": "DQN", "goal": 475.0, "seeds": 3,
                          "reached": 3, "median_env_steps": 31_000, "median_time_s": 100.0,
                          "median_eval_s": 4.0},
@@ -259,22 +305,22 @@ SB3_RESULTS = {
                                          "ratio": 0.667} for n in (1, 2, 4)]},
                  "sac": {"learner": {"bare_updates_s": 100.0, "distributed_updates_s": 90.0,
                                      "ratio": 0.9}},
-                 "load_before": [0.2, 0.3, 0.4], "load_after": [1.5, 0.9, 0.5], "quick": False,
+                 "meta": _meta({"quick": False}, load=(0.2, 1.5)),
                  "targets": {"apex learner distributed/bare": {"value": 0.7, "target": 0.8,
                                                                "met": False}}},
-    "soak": {"config": {"quick": False, "minutes": 10, "num_workers": 8, "buffer_size": 100_000,
-                        "sample_every_s": 10.0, "cpus": 2},
+    "soak": {"meta": _meta({"quick": False, "minutes": 10, "num_workers": 8,
+                            "buffer_size": 100_000, "sample_every_s": 10.0}, load=(0.1, 2.0)),
              "stopped_by": "time_s", "samples": _soak_samples(10, 0.0),
              "verdict": {"windows": 60, "windows_without_progress_end_s": [],
                          "no_deadlock": True, "filled_at_s": 1_000.0, "samples_after_fill": 51,
                          "flat_mb_per_min": 2.0, "flat": True,
                          "slopes_mb_per_min": {"driver_rss_mb": 0.1}},
-             "load_before": [0.1], "load_after": [2.0], "targets": {}},
+             "targets": {}},
 }
 
 
 def test_report_compares_ours_with_sb3_and_draws_the_overhead_and_soak(tmp_path):
-    text = run_all.write_report(SB3_RESULTS, quick=False, out=tmp_path / "R.md", info=INFO)
+    text = run_all.write_report(SB3_RESULTS, quick=False, out=tmp_path / "R.md")
     # CartPole: Ape-X 4 explorers (the CLI default) is the target, 2 explorers is shown too
     assert ("sb3: CartPole-v1 time ours/SB3 (Ape-X, 4 explorers (CLI default)) | 0.40 | 0.50 "
             "| met" in text)
@@ -284,77 +330,78 @@ def test_report_compares_ours_with_sb3_and_draws_the_overhead_and_soak(tmp_path)
            "MISSED | a seed missed the goal on one side" in text
     assert "overhead: apex learner distributed/bare | 0.70 | 0.80 | MISSED" in text
     assert "| 4 explorer(s) (env steps/s) | 6,000 | 4,000 | 0.67 |" in text
-    assert "Progress in 60 of 60 10-s windows" in text
+    assert "| 10-s windows with progress | 60 of 60 |" in text
     assert "load average before/after: 0.2 / 1.5" in text
     for figure in ("overhead", "soak"):
         assert (tmp_path / "figures" / f"{figure}.png").stat().st_size > 1_000
         assert f"![{figure}](figures/{figure}.png)" in text
 
 
-def test_overhead_reading_is_computed_from_the_diagnostics(tmp_path):
-    results = {"overhead": {**SB3_RESULTS["overhead"], "diagnostics": {
-        "apex_learner": {"updates_s": 210.0, "owed_updates_s": 215.0, "saturated": 1.0,
-                         "explorers": 4},
-        "apex_learner_explorers_paused": {"updates_s": 150.0, "owed_updates_s": 0.0,
-                                          "saturated": 1.0},
-        "explorer_step_costs": {"env_and_action_us": 90.0, "priorities_us": 10.0},
-        "evaluation_at_goal": {"10_episodes_s": 0.1, "30_episodes_s": 0.25, "mean_return": 500.0}}}}
-    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md", info=INFO)
-    # 150 of 300 bare updates/s with the explorers paused: half goes to the pipeline
-    assert "The Ape-X learner is the bottleneck (it had work in 100% of iterations)" in text
-    assert "explorers paused at 50%, so about 50% of its rate" in text
-    assert "Initial priorities are 10% of an explorer step" in text
-    assert "takes 0.25 s" in text
+DIAGNOSTICS = {
+    "apex_learner": {"updates_s": 210.0, "owed_updates_s": 215.0, "saturated": 1.0,
+                     "explorers": 4},
+    "apex_learner_explorers_paused": {"updates_s": 150.0, "owed_updates_s": 0.0,
+                                      "saturated": 1.0},
+    "explorer_step_costs": {"env_and_action_us": 90.0, "priorities_us": 10.0},
+    "evaluation_at_goal": {"10_episodes_s": 0.1, "30_episodes_s": 0.25, "mean_return": 500.0}}
 
 
-def test_overhead_reading_splits_the_learner_time_when_profiled(tmp_path):
-    diagnostics = {
-        "apex_learner": {"updates_s": 210.0, "owed_updates_s": 215.0, "saturated": 1.0,
-                         "explorers": 4},
-        "apex_learner_explorers_paused": {"updates_s": 150.0, "owed_updates_s": 0.0,
-                                          "saturated": 1.0},
-        "explorer_step_costs": {"env_and_action_us": 90.0, "priorities_us": 10.0},
-        "evaluation_at_goal": {"10_episodes_s": 0.1, "30_episodes_s": 0.25, "mean_return": 500.0},
-        "bare_learner_beside_explorer_updates_s": 200.0,
-        "apex_learner_profile": {
-            "explorers": 4, "updates_s": 120.0, "one_update_ms": {"wall": 6.5, "cpu": 5.0},
-            "scheduler": {"on_a_core": 0.75, "waiting_for_a_core": 0.2, "sleeping": 0.05},
-            "py_spy": {"update (torch)": 0.8, "sampling its replay buffer": 0.1,
-                       "publishing weights": 0.05, "priorities written back": 0.05}}}
+def test_overhead_diagnostics_are_tabled_not_read_out(tmp_path):
+    """The figures behind the learner's rate are a table; the report writes no reading."""
+    results = {"overhead": {**SB3_RESULTS["overhead"], "diagnostics": DIAGNOSTICS}}
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md")
+    # 150 of 300 bare updates/s with the explorers paused
+    assert "| learner rate with the explorers paused / bare loop | 50% |" in text
+    assert "| iterations that ended with work waiting" in text and "| 100% |" in text
+    assert "| initial priorities / explorer step | 10% |" in text
+    assert "| evaluation at the goal, 10 + 20 episodes, s | 0.25 |" in text
+    assert "Reading" not in text and "bottleneck (it had work" not in text
+
+
+def test_overhead_diagnostics_split_the_learner_time_when_profiled(tmp_path):
+    diagnostics = {**DIAGNOSTICS, "bare_learner_beside_explorer_updates_s": 200.0,
+                   "apex_learner_profile": {
+                       "explorers": 4, "updates_s": 120.0,
+                       "one_update_ms": {"wall": 6.5, "cpu": 5.0},
+                       "scheduler": {"on_a_core": 0.75, "waiting_for_a_core": 0.2,
+                                     "sleeping": 0.05},
+                       "py_spy": {"update (torch)": 0.8, "sampling its replay buffer": 0.1,
+                                  "publishing weights": 0.05, "priorities written back": 0.05}}}
     results = {"overhead": {**SB3_RESULTS["overhead"], "diagnostics": diagnostics}}
-    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md", info=INFO)
-    assert "ran on a core 75% of the time, waited for a core 20%" in text
-    assert "80% were in the update and 15% in sampling its buffer and publishing" in text
-    # bare: 300 updates/s (3.33 ms), beside an explorer 200 (5.00 ms)
-    assert "5.00 ms of CPU (6.50 ms on the clock) against 3.33 ms in the bare loop, and 5.00 ms" \
-        in text
-    assert "0.75 x 0.80 / 5.00 ms = 120 updates/s, against 120 measured" in text
-    # without py-spy's split the reading falls back to the coarse one, and says no more
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md")
+    rows = {"training thread on a core": "75%", "training thread waiting for a core": "20%",
+            "its samples sampling the buffer and publishing weights": "15%",
+            # bare: 300 updates/s (3.33 ms), beside an explorer 200 (5.00 ms)
+            "one update in the bare loop, ms": "3.33",
+            "one update in the bare loop beside an explorer's work, ms": "5.00",
+            # 0.75 x 0.80 / 5.00 ms = 120 updates/s
+            "on a core x in the update / CPU per update, updates/s": "120"}
+    missing = [what for what, value in rows.items() if f"| {what} | {value} |" not in text]
+    assert not missing, missing
+    # without py-spy's split, no profile rows
     diagnostics["apex_learner_profile"]["py_spy"] = "not measured: py-spy is not installed"
-    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md", info=INFO)
-    assert "so about 50% of its rate goes to the pipeline" in text and "Together" not in text
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R2.md")
+    assert "training thread on a core" not in text
 
 
-def test_report_only_keeps_the_machine_of_the_run(tmp_path, monkeypatch):
-    """--report-only rewrites RESULTS.md from the JSON, with the date and load average that
-    the run itself recorded, not those of the moment the report is rewritten."""
+def test_report_only_rewrites_from_the_json_with_each_runs_provenance(tmp_path, monkeypatch):
+    """--report-only rewrites RESULTS.md from the JSON: each section says the commit, start
+    time, load and wall time its own run recorded, not those of the moment of the rewrite."""
     import json
     (tmp_path / "results").mkdir()
-    run = {**INFO, "load_average": [1.25, 2.5, 3.75], "date": "2026-02-03 04:05"}
-    (tmp_path / "results" / "machine.json").write_text(json.dumps(run))
     (tmp_path / "results" / "replay.json").write_text(json.dumps(
-        {**RESULTS["replay"], "wall_s": 31.0}))
+        {**RESULTS["replay"], "meta": _meta(load=(1.25, 2.5), wall_s=31.0,
+                                            started="2026-02-03 04:05:00 UTC")}))
     monkeypatch.setattr(run_all, "BENCH", tmp_path)
     monkeypatch.setattr(run_all, "ROOT", tmp_path)
     assert run_all.main(["--report-only", "--out", str(tmp_path / "R.md")]) == 0
     text = (tmp_path / "R.md").read_text()
-    assert "on 2026-02-03 04:05" in text
-    assert "load average at the end of the run: 1.25 / 2.5 / 3.75" in text
-    assert "wall time 31 s" in text
+    assert "started 2026-02-03 04:05:00 UTC" in text
+    assert "1-minute load average before/after: 1.2 / 2.5; wall time 31 s" in text
     assert "results of an earlier run" not in text
     # a benchmark re-run on its own since: the others are marked as earlier results
     (tmp_path / "results" / "goal_holds.json").write_text(json.dumps(
-        {"quick": False, "runs": [], "targets": {}}))
+        {"meta": _meta({"quick": False}), "runs": [], "targets": {}}))
     assert run_all.main(["--report-only", "--fresh", "goal_holds",
                          "--out", str(tmp_path / "R.md")]) == 0
     replay, goal_holds = (tmp_path / "R.md").read_text().split("## The checkpoint holds")
@@ -368,20 +415,21 @@ def test_learner_profile_splits_the_train_thread_and_the_cores():
     raw = "\n".join([
         main + "LearnerActor.train (roles.py:205);DQNLearner.update (dqn/learner.py:241) 80",
         main + "LearnerActor.train (roles.py:203);LearnerActor.sample (roles.py:231);"
-               "ReplayServer.sample (replay/server.py:42) 10",
+               "ReplayStore.sample (replay/server.py:42) 10",
         main + "LearnerActor.train (roles.py:208);LearnerActor.publish (roles.py:226);"
                "ActorMethod.remote (ray/actor.py:12) 5",
         main + "_ThreadPool.run (ray/worker.py:99) 5",              # between two tasks
-        adds + "LearnerActor.add (roles.py:219);ReplayServer.add (replay/server.py:30) 60",
+        adds + "LearnerActor.add (roles.py:219);ReplayStore.add (replay/server.py:30) 60",
         "thread (0x3);Thread.run (threading.py:1);Event.wait (threading.py:2) 100",  # Ray's
     ])
     assert profile.train_thread_split(raw) == {
         "update (torch)": 0.8, "sampling its replay buffer": 0.1, "publishing weights": 0.05,
         "between tasks (idle)": 0.05}
     assert profile.train_thread_split("") == {}
-    before = {1: ("ray::Learner.train", 10.0), 2: ("ray::Explorer", 4.0), 3: ("raylet", 1.0)}
-    after = {1: ("ray::Learner.train", 18.0), 2: ("ray::Explorer", 8.0), 3: ("raylet", 1.5),
-             4: ("ray::Explorer", 2.0)}                           # started in the window
+    before = {1: ("ray::ApexLearnerActor.train", 10.0), 2: ("ray::Explorer", 4.0),
+              3: ("raylet", 1.0)}
+    after = {1: ("ray::ApexLearnerActor.train", 18.0), 2: ("ray::Explorer", 8.0),
+             3: ("raylet", 1.5), 4: ("ray::Explorer", 2.0)}       # 4: started in the window
     assert profile.cores_by_role(before, after, wall=10.0) == {
         "learner": 0.8, "explorers": 0.6, "Ray: raylet, GCS, dashboard, agents": 0.05}
 
@@ -417,7 +465,7 @@ def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
 
 def test_overhead_section_tables_the_cpu_per_update_by_role(tmp_path):
     overhead = _bench_module("overhead")
-    cpu = lambda s: {1: ("ray::Learner", 10.0 + s), 2: ("ray::Explorer", 5.0 + s / 2),   # noqa: E731
+    cpu = lambda s: {1: ("ray::ApexLearnerActor", 10.0 + s), 2: ("ray::Explorer", 5.0 + s / 2),   # noqa: E731
                      3: ("raylet", 1.0 + s / 10), 4: ("vim notes.md", 0.5 + s)}
     samples = [{"t": 3.0 * k, "updates": max(0, 600 * (k - 2)), "cpu": cpu(2.4 * max(0, k - 2))}
                for k in range(1, 8)]
@@ -430,7 +478,7 @@ def test_overhead_section_tables_the_cpu_per_update_by_role(tmp_path):
     results = {"overhead": {**SB3_RESULTS["overhead"], "cpu_per_update": {
         "single_process_ms": 3.2, "apex_system_ms": 6.4, "ratio": 2.0, "explorers": 4,
         "by_role_ms": system["by_role_ms"], "not_counted_ms": system["not_counted_ms"]}}}
-    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md", info=INFO)
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md")
     assert "| **the whole system** | 6.4" in text
     assert "Whole system / one process: **2.00** (target <= 1.5)" in text
 
@@ -443,9 +491,8 @@ def test_matched_networks_section_gives_the_ratio_per_network_size():
     rows = matched.summarise(runs)
     assert [(r["net"], r["time_ratio"]) for r in rows] == [
         ("64x64", 11 / 41), ("256x256", 41 / 161)]
-    text = matched.section({"summary": rows, "config": {
-        "seeds": [0, 1, 2], "task": "Pendulum-v1", "workers": 2, "load_before": [0.5],
-        "load_after": [1.0]}})
+    text = matched.section({"summary": rows, "meta": _meta(
+        {"seeds": [0, 1, 2], "task": "Pendulum-v1", "workers": 2})})
     assert "| 256x256 | 3/3 | 41.0 | 2,001 | 3/3 | 161.0 | 2,001 | 0.25 |" in text
 
 
@@ -453,21 +500,28 @@ def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():
     scaling = _bench_module("scaling")
     costs = {"act_ms": 0.1, "update_ms": 1.0, "updates_per_transition": 0.25}
 
-    def result(latency, variants, seconds, load):
+    def result(latency, variants, seconds):
         runs = [{"latency_ms": latency, "variant": v, "seed": s, "reached": True,
                  "seconds": seconds[v] + s, "env_steps": 10_000, "cpu_s": 5.0}
                 for v in variants for s in (0, 1, 2)]
         return {"config": {"quick": False, "cores": 2}, "costs": costs, "runs": runs,
-                "load_before": [load], "load_after": [load], "summary": [], "targets": {}}
+                "summary": [], "targets": {}}
 
-    two = result(2.0, ["dqn", "sb3", "apex-4"], {"dqn": 100, "sb3": 60, "apex-4": 20}, 0.5)
-    zero = result(0.0, ["dqn", "apex-4"], {"dqn": 30, "apex-4": 35}, 0.7)
-    again = result(2.0, ["apex-4"], {"apex-4": 19}, 0.9)    # one variant re-run
-    both = scaling.merged(scaling.merged(two, zero), again)
+    def written(r, load):
+        """`r` as Recording.write stores it: its config in meta, with the run's load."""
+        return {"meta": _meta(r["config"], load=(load, load)),
+                **{k: v for k, v in r.items() if k != "config"}}
+
+    two = result(2.0, ["dqn", "sb3", "apex-4"], {"dqn": 100, "sb3": 60, "apex-4": 20})
+    zero = result(0.0, ["dqn", "apex-4"], {"dqn": 30, "apex-4": 35})
+    again = result(2.0, ["apex-4"], {"apex-4": 19})    # one variant re-run
+    both = scaling.merged(written(scaling.merged(written(two, 0.5), zero), 0.7), again)
     assert both["config"]["latencies_ms"] == [0.0, 2.0] and len(both["runs"]) == 15
     assert [r["seconds"] for r in both["runs"] if r["variant"] == "apex-4"
             and r["latency_ms"] == 2.0] == [19, 20, 21]             # replaced, not doubled
     assert both["targets"]["2 ms: best Ape-X time / dqn"]["value"] == 0.2
     assert both["targets"]["0 ms: best Ape-X time / dqn"] == {
         "value": 1.16, "variant": "apex-4", "target": "<= 1.0", "met": False}
-    assert [x[0] for x, _ in both["loads"]] == [0.5, 0.7, 0.9]
+    # each rung's run keeps its own meta: the section gives each one's load
+    assert "load average before/after each: 0.5/0.5, 0.7/0.7, 0.9/0.9." in scaling.section(
+        written(both, 0.9))

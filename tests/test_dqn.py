@@ -215,11 +215,11 @@ def test_td_errors_are_what_the_learner_would_use():
                                rtol=1e-6)
 
 
-def test_evaluate_greedy_is_reproducible():
+def test_greedy_returns_is_reproducible():
     torch.manual_seed(0)
     net = DuelingQNet(4, 2, (8,))
-    a = dqn.evaluate_greedy(net, "CartPole-v1", episodes=3, seed=5)
-    b = dqn.evaluate_greedy(net, "CartPole-v1", episodes=3, seed=5)
+    a = dqn.greedy_returns(net, "CartPole-v1", episodes=3, seed=5)
+    b = dqn.greedy_returns(net, "CartPole-v1", episodes=3, seed=5)
     assert a.shape == (3,) and (a >= 1).all()
     np.testing.assert_array_equal(a, b)
 

@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from course_lib import cli, envs, results, runs
-from course_lib.apex import ApexConfig, ApexTrainer, Learner
+from course_lib.apex import ApexConfig, ApexLearnerActor, ApexTrainer
 from course_lib.dqn import DQNConfig, DQNTrainer
 from course_lib.failures import PartFailedError, StartError
 from course_lib.results import OutOfTime
@@ -243,7 +243,7 @@ def test_a_dead_learner_is_named_as_such(ray_local):
     assert "\n" not in str(info.value)
 
 
-class NegativePriorityLearner(Learner.__ray_actor_class__):
+class NegativePriorityLearner(ApexLearnerActor.__ray_actor_class__):
     def after_update(self, batch, info):
         super().after_update(batch, {**info, "priorities": -np.ones_like(info["priorities"])})
 
@@ -270,7 +270,7 @@ def test_a_failing_priority_update_ends_the_run_naming_the_learner(ray_local, by
     assert "priorities must be >= 0" in message and "\n" not in message
 
 
-class ShapeShiftingLearner(Learner.__ray_actor_class__):
+class ShapeShiftingLearner(ApexLearnerActor.__ray_actor_class__):
     """Publishes weights of another layout after its first publish: the parameter server
     refuses them, in a call the learner does not wait for."""
 

@@ -108,3 +108,14 @@ def test_markdown_quotes_no_measured_numbers(path):
         f"{path.name}: measured-looking numbers in Markdown; print them from the measuring "
         f"cell (an f-string) or word them qualitatively; settings go in `code`:\n  "
         + "\n  ".join(found))
+
+
+def test_the_benchmark_readings_quote_no_measured_numbers():
+    """bench/RESULTS.md: the figures are in the blocks bench/benchreport.py generates from the
+    JSON; the reading a person writes around them stays qualitative, so it cannot drift."""
+    text = (NOTEBOOKS[0].parents[1] / "bench" / "RESULTS.md").read_text()
+    blocks = re.compile(r"<!-- generated: (\w+) .*?<!-- end generated: \1 -->", re.DOTALL)
+    assert blocks.search(text), "bench/RESULTS.md has no generated blocks"
+    found = measured_numbers(blocks.sub(" ", text))
+    assert not found, ("bench/RESULTS.md: measured-looking numbers outside the generated "
+                       f"blocks; word the reading qualitatively: {found}")

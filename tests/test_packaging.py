@@ -21,12 +21,9 @@ from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-# The repository's own modules (imported by name from their folders), and optional imports
-# guarded by `except ImportError` (render.write_gif prefers imageio, falls back to Pillow).
 # this repository's own modules: the package, and the scripts that import each other by name
-LOCAL = {"course_lib", "scripts", "browser_support", "helper", "conftest"} | {
+LOCAL = {"course_lib", "bench", "scripts", "browser_support", "helper", "conftest"} | {
     path.stem for folder in ("bench", "scripts", "tests") for path in (ROOT / folder).glob("*.py")}
-OPTIONAL = {"imageio"}
 
 
 def requirements() -> list[Requirement]:
@@ -66,7 +63,7 @@ def test_every_imported_package_is_declared():
     distributions = importlib.metadata.packages_distributions()
     undeclared = []
     for module, where in imported_modules().items():
-        if module in sys.stdlib_module_names or module in LOCAL | OPTIONAL:
+        if module in sys.stdlib_module_names or module in LOCAL:
             continue
         # not installed here (cpprb on Python 3.13, by its marker): judged by its own name
         names = ({d.lower().replace("_", "-") for d in distributions.get(module, [])}

@@ -7,8 +7,8 @@ import pytest
 import ray
 
 from course_lib.param_server import (
-    ParameterServer,
     ParameterStore,
+    ParameterStoreActor,
     get_result,
     pull_weights,
 )
@@ -166,7 +166,7 @@ def test_loading_a_file_of_another_kind_is_a_value_error(tmp_path, content):
 # --- the actor -----------------------------------------------------------------------------------
 
 def test_actor_pull_shares_one_object_per_version(ray_local):
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     assert get_result(ps.push.remote("policy", weights(1.0))) == 1
     v1, ref_a = ray.get(ps.pull.remote("policy"))
     v2, ref_b = ray.get(ps.pull.remote("policy"))
@@ -183,7 +183,7 @@ def test_actor_pull_shares_one_object_per_version(ray_local):
 
 
 def test_actor_errors_keep_their_type_and_one_line_message(ray_local, tmp_path):
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     get_result(ps.push.remote("policy", weights()))
     bad = {"w": np.zeros((2, 3)), "b": np.zeros(2)}
     with pytest.raises(ValueError):                  # Ray's RayTaskError(ValueError) is one
@@ -205,7 +205,7 @@ def test_actor_errors_keep_their_type_and_one_line_message(ray_local, tmp_path):
 
 
 def test_actor_never_serves_an_old_cached_object_after_load_drops_a_name(ray_local, tmp_path):
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     get_result(ps.push.remote("policy", weights(1.0)))
     assert pull_weights(ps, "policy")[1]["w"][0, 0] == 1.0          # version 1 is now cached
     get_result(ps.load.remote(_file_with_only_critic(tmp_path)))     # drops policy
@@ -216,11 +216,11 @@ def test_actor_never_serves_an_old_cached_object_after_load_drops_a_name(ray_loc
 
 
 def test_actor_save_and_load_round_trip(ray_local, tmp_path):
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     get_result(ps.push.remote("policy", weights(1.0)))
     get_result(ps.push.remote("policy", weights(2.0)))
     path = get_result(ps.save.remote(str(tmp_path / "ps.npz")))
-    restored = ParameterServer.remote()
+    restored = ParameterStoreActor.remote()
     assert get_result(restored.load.remote(path)) == ["policy"]
     version, pulled = pull_weights(restored, "policy")
     assert version == 2 and np.array_equal(pulled["w"], weights(2.0)["w"])

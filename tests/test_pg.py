@@ -13,9 +13,9 @@ from course_lib.pg import (
     PGConfig,
     advantages,
     discounted_returns,
-    evaluate_greedy,
     make_policy,
     make_workers,
+    mean_greedy_return,
     policy_gradient_loss,
     sample_episodes,
     time_steps,
@@ -170,10 +170,10 @@ def test_weights_round_trip_and_are_copies():
         np.testing.assert_array_equal(weights[key], before[key])
 
 
-def test_evaluate_greedy_accepts_a_module_or_its_weights():
+def test_mean_greedy_return_accepts_a_module_or_its_weights():
     policy = make_policy(gym.make("CartPole-v1"))
-    by_module = evaluate_greedy(policy, episodes=2, seed=3)
-    assert by_module == evaluate_greedy(get_weights(policy), episodes=2, seed=3)
+    by_module = mean_greedy_return(policy, episodes=2, seed=3)
+    assert by_module == mean_greedy_return(get_weights(policy), episodes=2, seed=3)
     assert 1 <= by_module <= 500
 
 
@@ -246,7 +246,7 @@ def test_discrete_observations_work_from_sampling_to_evaluation():
     batch = sample_episodes(env, policy, min_steps=30, rng=np.random.default_rng(0))
     assert batch["obs"].shape == (len(batch["reward"]), 16)
     assert set(batch["obs"].sum(axis=1)) == {1.0}          # one-hot
-    assert 0.0 <= evaluate_greedy(policy, "FrozenLake-v1", episodes=3, seed=0) <= 1.0
+    assert 0.0 <= mean_greedy_return(policy, "FrozenLake-v1", episodes=3, seed=0) <= 1.0
 
 
 def test_parallel_pg_trains_on_discrete_observations(ray_local):

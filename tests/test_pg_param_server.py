@@ -5,13 +5,13 @@ import ray
 
 from course_lib import pg
 from course_lib.nets import get_weights
-from course_lib.param_server import ParameterServer
+from course_lib.param_server import ParameterStoreActor
 
 
 def test_worker_pulls_only_changed_weights(ray_local):
     cfg = pg.PGConfig.preset()
     policy, _ = pg.make_policy_and_optimizer(cfg)
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     ray.get(ps.push.remote("policy", get_weights(policy)))
     [worker] = pg.make_workers(cfg.updated({"num_workers": 1}), policy)
     first = ray.get(worker.sample_from_server.remote(ps, 50))
@@ -24,7 +24,7 @@ def test_worker_pulls_only_changed_weights(ray_local):
 
 def test_train_with_param_server_pushes_every_update(ray_local):
     cfg = pg.PGConfig.preset().updated({"max_iterations": 6})
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     _, history = pg.train_with_param_server(cfg, ps)
     assert [r["version"] for r in history] == [i + 2 for i in range(len(history))]
     assert all(r["policy_lag"] >= 0 for r in history)

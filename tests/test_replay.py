@@ -1,6 +1,5 @@
 """Tests for course_lib.replay: ring, prioritized sampling, n-step returns, the Ray actor."""
 
-import functools
 
 import numpy as np
 import pytest
@@ -10,9 +9,9 @@ from hypothesis import given, settings, strategies as st
 from course_lib.replay import (
     NStepBuffer,
     PrioritizedReplayBuffer,
-    ReplayActor,
     ReplayBuffer,
-    SumMinTree,
+    ReplayStoreActor,
+    SumTree,
     stack_transitions,
     transition_spec,
 )
@@ -41,8 +40,6 @@ def snapshot(buffer) -> dict:
     state["inserted"], state["size"] = buffer.inserted, len(buffer)
     if isinstance(buffer, PrioritizedReplayBuffer):
         state["sums"] = buffer.tree.sums.copy()
-        if buffer.tree.mins is not None:
-            state["mins"] = buffer.tree.mins.copy()
         state["max_priority"] = buffer.max_priority
     return state
 
@@ -109,7 +106,7 @@ def test_prefix_sum_search_matches_searchsorted(leaves, data):
     """Integer priorities keep every sum exact, so both sides must agree exactly."""
     if sum(leaves) == 0:
         leaves[0] = 1
-    tree = SumMinTree(len(leaves))
+    tree = SumTree(len(leaves))
     tree.set(np.arange(len(leaves)), np.array(leaves, dtype=np.float64))
     targets = np.array(data.draw(st.lists(
         st.floats(0, sum(leaves), exclude_max=True), min_size=1, max_size=20)))
@@ -118,11 +115,11 @@ def test_prefix_sum_search_matches_searchsorted(leaves, data):
 
 
 @settings(max_examples=80, deadline=None)
-@given(capacity=st.integers(1, 2000), track_min=st.booleans(), data=st.data())
-def test_every_parent_holds_the_sum_and_min_of_its_children(capacity, track_min, data):
+@given(capacity=st.integers(1, 2000), data=st.data())
+def test_every_parent_holds_the_sum_of_its_children(capacity, data):
     """Random scattered updates (duplicates included) and runs, on both update paths of `set`
-    and of `set_run` (level by level, then the path to the root), with and without mins."""
-    tree = SumMinTree(capacity, track_min=track_min)
+    and of `set_run` (level by level, then the path to the root)."""
+    tree = SumTree(capacity)
     leaves = np.zeros(capacity)  # the model
     for _ in range(data.draw(st.integers(1, 5))):
         values = st.floats(0, 10)
@@ -140,23 +137,15 @@ def test_every_parent_holds_the_sum_and_min_of_its_children(capacity, track_min,
         L = tree.first_leaf
         np.testing.assert_array_equal(tree.sums[L:L + capacity], leaves)
         np.testing.assert_array_equal(tree.sums[1:L], tree.sums[2::2] + tree.sums[3::2])
-        if track_min:
-            np.testing.assert_array_equal(tree.mins[1:L],
-                                          np.minimum(tree.mins[2::2], tree.mins[3::2]))
-        else:
-            assert tree.mins is None
-            with pytest.raises(ValueError, match="track_min=True"):
-                _ = tree.min
         assert tree.total == pytest.approx(leaves.sum(), rel=1e-12, abs=1e-12)
 
 
 @settings(max_examples=80, deadline=None)
-@given(capacity=st.integers(1, 40), alpha=st.sampled_from([0.0, 0.6, 1.0]),
-       weight_norm=st.sampled_from(["batch", "buffer"]), data=st.data())
-def test_trees_agree_with_the_priorities_after_random_adds_and_updates(capacity, alpha,
-                                                                       weight_norm, data):
+@given(capacity=st.integers(1, 40), alpha=st.sampled_from([0.0, 0.6, 1.0]), data=st.data())
+def test_the_tree_agrees_with_the_priorities_after_random_adds_and_updates(capacity, alpha,
+                                                                           data):
     """A plain dict model (id -> q) against the buffer, stale and duplicate updates included."""
-    buffer = PrioritizedReplayBuffer(capacity, SPEC, alpha=alpha, weight_norm=weight_norm)
+    buffer = PrioritizedReplayBuffer(capacity, SPEC, alpha=alpha)
     q_by_id, max_q = {}, 1.0
     priority = st.floats(0, 100)
     for _ in range(data.draw(st.integers(1, 8))):
@@ -187,10 +176,6 @@ def test_trees_agree_with_the_priorities_after_random_adds_and_updates(capacity,
         np.testing.assert_allclose(buffer.tree.leaves(stored_ids % capacity), expected,
                                    rtol=1e-15)
         assert buffer.tree.total == pytest.approx(expected.sum(), rel=1e-12)
-        if weight_norm == "buffer":  # only buffer-wide normalisation keeps a min tree
-            assert buffer.tree.min == (expected.min() if len(expected) else np.inf)
-        else:
-            assert buffer.tree.mins is None
         assert buffer.max_priority == max_q
 
 
@@ -215,25 +200,11 @@ def test_sampling_frequencies_follow_priority_to_the_alpha():
     assert chi_square(p / p.sum()) > 1000   # the test can tell alpha=0.6 from alpha=1
 
 
-def test_buffer_normalised_weights_match_a_hand_computation():
-    p, alpha, beta = np.array([1.0, 2.0, 3.0, 4.0, 0.0]), 0.6, 0.4
-    buffer = PrioritizedReplayBuffer(5, SPEC, alpha=alpha, seed=0, weight_norm="buffer")
-    buffer.add(make_batch(0, 5), p)
-    batch = buffer.sample(5, beta=beta)
-    q = (p + EPS) ** alpha
-    prob = q / q.sum()
-    w = (5 * prob) ** -beta / ((5 * prob) ** -beta).max()
-    assert batch["weights"].dtype == np.float32
-    np.testing.assert_allclose(batch["weights"], w[batch["indices"]], rtol=1e-6)
-    assert batch["weights"].max() <= 1.0
-    assert np.all(buffer.sample(5, beta=0.0)["weights"] == 1.0)
-
-
 def test_batch_normalised_weights_divide_by_the_batchs_largest_weight():
-    """weight_norm="batch": w_i = (q_i / min over the batch of q)^-beta, so each batch's
+    """w_i = (q_i / min over the batch of q)^-beta, so each batch's
     largest weight is exactly 1, whatever the rest of the buffer holds."""
     p, alpha, beta = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]), 0.6, 0.4
-    buffer = PrioritizedReplayBuffer(8, SPEC, alpha=alpha, seed=1)     # "batch" is the default
+    buffer = PrioritizedReplayBuffer(8, SPEC, alpha=alpha, seed=1)
     buffer.add(make_batch(0, 8), p)
     q = (p + EPS) ** alpha
     for _ in range(20):
@@ -242,7 +213,6 @@ def test_batch_normalised_weights_divide_by_the_batchs_largest_weight():
         np.testing.assert_allclose(batch["weights"], (sampled_q / sampled_q.min()) ** -beta,
                                    rtol=1e-6)
         assert batch["weights"].max() == 1.0
-    assert buffer.weight_norm == "batch"
 
 
 def test_sampled_rows_belong_to_their_indices_after_wrapping():
@@ -369,8 +339,7 @@ def test_nstep_transitions_stack_into_a_prioritized_buffer():
 # --- saving ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer,
-                                 functools.partial(PrioritizedReplayBuffer, weight_norm="buffer")])
+@pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer])
 def test_save_load_round_trip(cls, tmp_path):
     buffer = cls(7, SPEC)
     cls = type(buffer)
@@ -385,8 +354,7 @@ def test_save_load_round_trip(cls, tmp_path):
     assert type(loaded) is cls
     assert_same_state(snapshot(loaded), snapshot(buffer))
     if cls is PrioritizedReplayBuffer:
-        assert ((loaded.alpha, loaded.eps, loaded.weight_norm)
-                == (buffer.alpha, buffer.eps, buffer.weight_norm))
+        assert (loaded.alpha, loaded.eps) == (buffer.alpha, buffer.eps)
         np.testing.assert_array_equal(loaded.sample(5, rng=np.random.default_rng(0))["indices"],
                                       buffer.sample(5, rng=np.random.default_rng(0))["indices"])
     for b in (buffer, loaded):  # the position is restored: the next add lands in the same slot
@@ -478,7 +446,6 @@ def test_sampling_an_empty_or_too_small_buffer_is_refused(cls):
     lambda: ReplayBuffer(10, {}),
     lambda: PrioritizedReplayBuffer(10, SPEC, alpha=-1),
     lambda: PrioritizedReplayBuffer(10, SPEC, eps=0),
-    lambda: PrioritizedReplayBuffer(10, SPEC, weight_norm="max"),
     lambda: PrioritizedReplayBuffer(10, {**SPEC, "weights": ((), np.float32)}),
     lambda: NStepBuffer(n=0),
     lambda: NStepBuffer(n=3, gamma=1.5),
@@ -500,7 +467,7 @@ def test_replay_actor_with_two_concurrent_explorers(ray_local, tmp_path):
                  for batch in batches])
         return sum(len(batch["obs"]) for batch in batches)
 
-    replay = ReplayActor.remote(2000, SPEC, seed=0)
+    replay = ReplayStoreActor.remote(2000, SPEC, seed=0)
     batches = {e: [make_batch(1000 * e + 50 * i, 50) for i in range(10)] for e in (1, 2)}
     pushed = ray.get([explore.remote(replay, batches[e], 1.0 + e) for e in (1, 2)])
     stats = ray.get(replay.stats.remote())
@@ -508,7 +475,8 @@ def test_replay_actor_with_two_concurrent_explorers(ray_local, tmp_path):
     assert sum(pushed) == 1000
 
     # each explorer's transitions all arrived, in its own order
-    ray.get(replay.save.remote(str(tmp_path / "actor.npz")))
+    ray.get(replay.__ray_call__.remote(lambda store, path: store.buffer.save(path),
+                                       str(tmp_path / "actor.npz")))
     rewards = oldest_first(PrioritizedReplayBuffer.load(tmp_path / "actor.npz"))["reward"]
     for explorer in (1, 2):
         mine = rewards[(rewards >= 1000 * explorer) & (rewards < 1000 * explorer + 500)]
@@ -529,20 +497,3 @@ def test_replay_actor_with_two_concurrent_explorers(ray_local, tmp_path):
         ray.get(replay.add.remote(without(make_batch(0, 5), "reward")))
     assert ray.get(replay.stats.remote())["inserted"] == 1000
 
-
-def test_a_request_of_several_batches_needs_one_batch_stored_and_weighs_each_on_its_own():
-    """The learner's request: each batch drawn on its own, so 100 transitions stored serve
-    8 batches of 64, and each batch's largest importance weight is 1 (normalised per batch,
-    as documented), not only the largest of the whole request."""
-    from course_lib.replay import ReplayServer
-
-    server = ReplayServer(1_000, SPEC, seed=0)
-    priorities = np.random.default_rng(0).uniform(0.01, 10.0, 100)
-    server.add(make_batch(0, 100), priorities)
-    batches = server.sample_batches(64, 8, beta=0.4)
-    assert len(batches) == 8 and all(b["obs"].shape == (64, 4) for b in batches)
-    assert [float(b["weights"].max()) for b in batches] == [1.0] * 8
-    assert server.stats()["sampled"] == 8 * 64                # counted as drawn
-    uniform = ReplayServer(1_000, SPEC, seed=0, prioritized=False)
-    uniform.add(make_batch(0, 100))
-    assert [len(b["reward"]) for b in uniform.sample_batches(64, 3)] == [64] * 3

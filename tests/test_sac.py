@@ -178,10 +178,10 @@ def test_updates_due_and_resources():
 
 
 def test_uniform_replay_server_for_sac():
-    from course_lib.replay import ReplayServer, transition_spec
+    from course_lib.replay import ReplayStore, transition_spec
 
     spec = transition_spec((3,), action_shape=(1,), action_dtype=np.float32)
-    server = ReplayServer(100, spec, seed=0, prioritized=False)
+    server = ReplayStore(100, spec, seed=0, prioritized=False)
     server.add(pendulum_batch(np.random.default_rng(0), 50))
     batch = server.sample(16)
     assert set(batch) == set(spec) and batch["action"].shape == (16, 1)   # no indices/weights
@@ -295,17 +295,17 @@ def test_end_to_end_sac_through_the_command_line(tmp_path, capsys, ray_local):
 def test_a_worker_stops_at_a_non_finite_observation(ray_local):
     """The worker's own loop (run in this process, so that it sees the test env) refuses the
     first NaN observation, naming the env and the step."""
-    from course_lib.param_server import ParameterServer
-    from course_lib.replay import ReplayActor, transition_spec
+    from course_lib.param_server import ParameterStoreActor
+    from course_lib.replay import ReplayStoreActor, transition_spec
     from course_lib.roles import POLICY
 
     gym.register("NaNPendulum-v0", entry_point=NaNAfter, kwargs={"after": 150})
     try:
         cfg = SACConfig.preset(quick=True).updated({**TINY, "env_id": "NaNPendulum-v0"})
         spec = transition_spec((3,), action_shape=(1,), action_dtype=np.float32)
-        replay = ReplayActor.options(name="nan-learner").remote(   # stands in for the learner
+        replay = ReplayStoreActor.options(name="nan-learner").remote(   # stands in for the learner
             1000, spec, prioritized=False)
-        params = ParameterServer.options(name="nan-params").remote()
+        params = ParameterStoreActor.options(name="nan-params").remote()
         actor = sac.SquashedGaussianActor(3, 1, tuple(cfg.hidden))
         ray_local.get(params.push.remote(POLICY, get_weights(actor)))
         worker = sac.RolloutWorker.__ray_actor_class__(0, cfg, "nan", 0, random_steps=10)

@@ -11,8 +11,9 @@ matplotlib.use("Agg")
 
 from course_lib import config, ray_setup
 from course_lib.display import show_diagram, show_source, show_svg
-from course_lib.plotting import plot_comparison, plot_learning_curves, plot_task_timeline
+from course_lib.plotting import plot_comparison, plot_learning_curves
 from course_lib.progress import LiveProgress
+from course_lib.timeline import plot_timeline, task_spans
 
 
 @dataclass
@@ -130,8 +131,9 @@ def test_live_progress_in_a_notebook_updates_one_display(monkeypatch):
 def test_plots_draw_what_they_are_given():
     ax = plot_learning_curves({"a": ([0, 1, 2], [1, 2, 3]), "b": ([0, 1], [3, 2])}, threshold=2)
     assert len(ax.lines) == 3
-    ax = plot_task_timeline([("w1", 0.0, 1.0), ("w2", 0.5, 1.0), ("w1", 1.0, 2.0)])
-    assert len(ax.patches) == 3 and [t.get_text() for t in ax.get_yticklabels()] == ["w1", "w2"]
+    ax = plot_timeline(task_spans([("w1", 0.0, 1.0), ("w2", 0.5, 1.0), ("w1", 1.0, 2.0)]))
+    assert len(ax.collections) == 3           # one bar per task, each its own colour
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["w2", "w1"]   # first row on top
     ax = plot_comparison({"slow": 4.0, "fast": 1.0})
     assert "(4.0x)" in ax.texts[1].get_text()
 

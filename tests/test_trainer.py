@@ -18,7 +18,7 @@ from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.distributed import WorkerDiedError
 from course_lib.dqn import DQNConfig, DQNLearner, DQNTrainer
 from course_lib.nets import set_weights
-from course_lib.param_server import ParameterServer
+from course_lib.param_server import ParameterStoreActor
 from course_lib.runs import CheckpointError
 from course_lib.trainer import (
     Counters,
@@ -146,7 +146,7 @@ def test_dqn_saves_and_returns_exactly_the_weights_it_scored():
     net = dqn.make_q_net(cfg.env_id, cfg.hidden)
     set_weights(net, weights)
     seed = derive_seed(cfg.seed, "evaluation", state["counters"]["evaluations"])
-    again = dqn.evaluate_greedy(net, cfg.env_id, 3, seed)
+    again = dqn.greedy_returns(net, cfg.env_id, 3, seed)
     assert again.mean() == pytest.approx(second["eval_return"])
     assert first["eval_return"] is not None and state["counters"]["evaluations"] == 2
 
@@ -177,16 +177,16 @@ def test_apex_stops_on_a_confirmed_goal_and_saves_the_weights_that_scored(ray_lo
     policy = dqn.make_q_net(cfg.env_id, cfg.hidden)
     policy.load_state_dict(checkpoint["learner"]["online"])
     k = checkpoint["counters"]["evaluations"]
-    screened = dqn.evaluate_greedy(policy, cfg.env_id, 3, derive_seed(cfg.seed, "evaluation",
+    screened = dqn.greedy_returns(policy, cfg.env_id, 3, derive_seed(cfg.seed, "evaluation",
                                                                       k - 1))
-    confirmed = dqn.evaluate_greedy(policy, cfg.env_id, 5, derive_seed(cfg.seed, "evaluation", k))
+    confirmed = dqn.greedy_returns(policy, cfg.env_id, 5, derive_seed(cfg.seed, "evaluation", k))
     assert screened.mean() >= 9.0 and confirmed.mean() == pytest.approx(last["eval_return"])
 
 
 def test_a_worker_never_acts_without_the_learners_weights(ray_local):
     """The learner's first publish is awaited before any worker starts; a worker that finds
     no weights refuses to start instead of acting on its own random network."""
-    server = ParameterServer.options(name="nothing-params").remote()
+    server = ParameterStoreActor.options(name="nothing-params").remote()
     learner = ray.remote(object).options(name="nothing-learner").remote()
     try:
         with pytest.raises(RuntimeError, match="before the learner published"):

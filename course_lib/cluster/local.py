@@ -89,23 +89,21 @@ class LocalCluster:
 
     Each node is a `ray start --block` process with its own `--temp-dir` under one cluster
     folder, its own ports (picked free, so other Ray instances on the machine are never
-    touched) and `cpus_per_node` CPUs. All nodes share one authentication mode: with
-    `auth="token"` (the default) a fresh token is written into the cluster folder and handed to
-    every node through RAY_AUTH_TOKEN_PATH, and `headers` carries it for the Jobs API.
+    touched) and `cpus_per_node` CPUs. All nodes use token authentication, as a cluster on
+    EC2 does: a fresh token is written into the cluster folder and handed to every node
+    through RAY_AUTH_TOKEN_PATH, and `headers` carries it for the Jobs API.
 
     `address` is the GCS address (what `ray start --address` and `ray.init` take),
     `dashboard_url` the Jobs API address (what `ray job submit --address` takes).
     Use it as a context manager, or call `start()` / `stop()`; `stop()` also runs at exit.
     """
 
-    def __init__(self, num_workers: int = 1, cpus_per_node: int = 1, *, auth: str = "token",
+    def __init__(self, num_workers: int = 1, cpus_per_node: int = 1, *,
                  object_store_mb: int = 100, root: str | os.PathLike | None = None,
                  start_timeout_s: float = 120.0, keep_files: bool = False):
         if num_workers < 0 or cpus_per_node < 1:
             raise ValueError("need num_workers >= 0 and cpus_per_node >= 1")
-        if auth not in ("token", "disabled"):
-            raise ValueError(f"auth must be 'token' or 'disabled', not {auth!r}")
-        self.num_workers, self.cpus_per_node, self.auth = num_workers, cpus_per_node, auth
+        self.num_workers, self.cpus_per_node = num_workers, cpus_per_node
         self.object_store_mb, self.start_timeout_s = object_store_mb, start_timeout_s
         self.keep_files = keep_files
         self._parent = Path(root) if root else Path(os.environ.get("RAY_TMPDIR") or "/tmp")
@@ -128,7 +126,7 @@ class LocalCluster:
         state = (f"address={self.address}, dashboard_url={self.dashboard_url}"
                  if self._nodes else "stopped")
         return (f"LocalCluster(head + {self.num_workers} workers x {self.cpus_per_node} CPU, "
-                f"auth={self.auth}, {state})")
+                f"auth=token, {state})")
 
     def start(self) -> LocalCluster:
         """Start the head, then each worker; returns when all nodes are alive (or raises)."""
@@ -178,10 +176,10 @@ class LocalCluster:
 
     # -- internals ---------------------------------------------------------------------------
     def _node_env(self) -> dict[str, str]:
-        """One environment for every node: the same auth mode, the token file, a marker."""
+        """One environment for every node: token auth with one token file, a marker."""
         env = {k: v for k, v in os.environ.items()
                if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
-        env.update(RAY_AUTH_MODE=self.auth, RAY_USAGE_STATS_ENABLED="0",
+        env.update(RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0",
                    COURSE_LOCAL_CLUSTER=str(self.root),
                    # the dashboard's module processes get 30 s by default; 2 busy cores need more
                    RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT="120",
@@ -189,13 +187,12 @@ class LocalCluster:
                    # AWS nodes where the start commands put ~/venv/bin first.
                    PATH=os.pathsep.join([str(Path(sys.executable).parent),
                                          os.environ.get("PATH", "")]))
-        if self.auth == "token":
-            token = secrets.token_hex(32)
-            token_path = self.root / "auth_token"
-            token_path.touch(mode=0o600)
-            token_path.write_text(token)
-            env["RAY_AUTH_TOKEN_PATH"] = str(token_path)
-            self.headers = {"Authorization": f"Bearer {token}"}
+        token = secrets.token_hex(32)
+        token_path = self.root / "auth_token"
+        token_path.touch(mode=0o600)
+        token_path.write_text(token)
+        env["RAY_AUTH_TOKEN_PATH"] = str(token_path)
+        self.headers = {"Authorization": f"Bearer {token}"}
         return env
 
     def _launch(self, name: str, role_args: list[str]) -> None:

@@ -9,7 +9,7 @@ and the distributed version (`course_lib.apex`) calls exactly the same ones:
 3. the target: `n_step_double_q_target`, the Bellman backup over n steps, double-Q style;
 4. the loss: `dqn_loss`, importance-weighted Huber; its |TD errors| are the new priorities;
 5. one update: `DQNLearner.update` (gradient clipping, hard target-network copy every N updates);
-6. scoring: `evaluate_greedy`, the greedy policy over several episodes run side by side.
+6. scoring: `greedy_returns`, the greedy policy over several episodes run side by side.
 
 `DQNTrainer` is the single-process baseline: one env, one prioritized buffer, the same learner.
 
@@ -36,8 +36,8 @@ from course_lib.dqn.learner import (
     dqn_loss as dqn_loss,
     epsilon_for_explorer as epsilon_for_explorer,
     epsilon_greedy as epsilon_greedy,
-    evaluate_greedy as evaluate_greedy,
     greedy_policy as greedy_policy,
+    greedy_returns as greedy_returns,
     linear_epsilon as linear_epsilon,
     make_learner as make_learner,
     make_q_net as make_q_net,

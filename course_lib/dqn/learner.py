@@ -290,7 +290,7 @@ def make_learner(cfg, obs_dim: int, n_actions: int, device=None) -> DQNLearner:
 # ---------------------------------------------------------------------------------------------
 
 @torch.no_grad()
-def evaluate_greedy(q_net: nn.Module, env_id: str, episodes: int = 10,
+def greedy_returns(q_net: nn.Module, env_id: str, episodes: int = 10,
                     seed: int = 10_000) -> np.ndarray:
     """Undiscounted returns (episodes,) of argmax_a Q(s, a), all episodes run side by side
     (`envs.evaluate_policy`: one batched forward pass per time step; episode i starts from

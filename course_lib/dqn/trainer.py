@@ -14,8 +14,8 @@ import torch
 from course_lib.dqn.learner import (
     DQNSettings,
     epsilon_greedy_batch,
-    evaluate_greedy,
     greedy_policy,
+    greedy_returns,
     linear_epsilon,
     make_learner,
     require_discrete,
@@ -127,7 +127,7 @@ class DQNTrainer(Trainer):
                                  loss=mean_or_nan(losses))
         while (request := self.next_evaluation(snapshot)) is not None:
             episodes, seed = request
-            snapshot.returns += evaluate_greedy(learner.online, cfg.env_id, episodes,
+            snapshot.returns += greedy_returns(learner.online, cfg.env_id, episodes,
                                                 seed).tolist()
         return self.row(snapshot, epsilon=eps, replay_size=len(self.buffer))
 

@@ -195,3 +195,56 @@ def check_mean_return(mean_return):
     _require_side_by_side(play, 6, "episodes",
                           "Read it as the driver runs it: where does it wait, and how many "
                           "times? Every episode should be submitted before the first wait.")
+
+
+@ray.remote(num_cpus=0)
+class _RecordingMean:
+    """A stand-in for the attendee's RunningMean that also says what was added, in order."""
+
+    def __init__(self):
+        self.values: list[float] = []
+
+    def add(self, x: float) -> None:
+        self.values.append(float(x))
+
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
+
+    def added(self) -> list[float]:
+        return self.values
+
+
+class _OneSlowEpisode:
+    """A stand-in for `play_episode`: seed 0's episode takes 1.5 s and returns 100, every other
+    seed's is ready at once and returns the seed."""
+
+    def remote(self, seed):
+        return _sleep_then_return.remote(1.5, 100.0) if seed == 0 else ray.put(float(seed))
+
+
+@checker(1, "live_mean", "episodes side by side, each return added as it finished, the mean "
+         "read after each add.")
+def check_live_mean(live_mean):
+    """live_mean(play, seeds, tracker) must play every seed's episode side by side, add each
+    return to the actor `tracker` in the order the episodes finish, and yield the tracker's
+    mean after each add."""
+    tracker = _RecordingMean.remote()
+    try:
+        got = [float(m) for m in live_mean(_OneSlowEpisode(), [0, 1, 2, 3], tracker)]
+        added = ray.get(tracker.added.remote())
+    finally:
+        ray.kill(tracker)
+    if sorted(added) != [1.0, 2.0, 3.0, 100.0]:
+        raise _Failed(f"the tracker was given {added}, expected each episode's return once "
+                      "(1, 2, 3 and the slow episode's 100).",
+                      "Call tracker.add.remote(value) for every value your as_completed yields.")
+    if added[0] == 100.0:
+        raise _Failed("the slow episode's return was added first: the episodes were taken in "
+                      "the order they were submitted, not the order they finished.",
+                      "Submit every episode first, then loop over as_completed(refs).")
+    expected = [sum(added[:k]) / k for k in range(1, len(added) + 1)]
+    if len(got) != len(expected) or not all(
+            abs(a - b) < 1e-9 for a, b in zip(got, expected, strict=True)):
+        raise _Failed(f"it yielded {got}; after each add the tracker's mean was {expected}.",
+                      "After each add, yield ray.get(tracker.mean.remote()): calls from one "
+                      "caller run in order, so the mean includes the add before it.")

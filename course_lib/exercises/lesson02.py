@@ -186,3 +186,60 @@ def check_fragment_returns(fragment_returns):
                   f"expected {expected}.",
                   "Walk backwards: restart at zero after a termination, at next_values[t] "
                   "after a truncation, and at next_values[-1] at the fragment's end.")
+
+
+class _KeptSampler:
+    """A rollout worker's handle whose `sample` calls are recorded, with the reference each
+    returned, so that a checker can read the very batches the attendee's code was given."""
+
+    def __init__(self, actor, calls: list):
+        self.sample, self.calls, self.actor = self, calls, actor
+
+    def remote(self, *args, **kwargs):
+        ref = self.actor.sample.remote(*args, **kwargs)
+        self.calls.append(ref)
+        return ref
+
+
+@checker(2, "sync_iteration", "your collect, one batch, one update: the same step as train_sync.")
+def check_sync_iteration(sync_iteration):
+    """sync_iteration(workers, policy, optimizer, cfg) must collect one batch per worker with
+    the current weights, concatenate them and take one `pg.update_policy` step on the result:
+    the policy's new weights must be those of that step on the batches the workers returned."""
+    import torch
+
+    from course_lib import pg
+
+    cfg = pg.PGConfig(steps_per_worker=64, hidden=(16,), seed=3)
+    policy, optimizer = pg.make_policy_and_optimizer(cfg)
+    twin, twin_optimizer = pg.make_policy_and_optimizer(cfg)          # same seed: same start
+    actors = [pg.EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma, seed) for seed in (5, 6)]
+    calls: list = []
+    try:
+        batch = sync_iteration([_KeptSampler(a, calls) for a in actors], policy, optimizer, cfg)
+        if len(calls) != len(actors):
+            raise _Failed(f"the workers were asked for {len(calls)} batches, expected one each "
+                          f"({len(actors)}).", "Call your collect(workers, policy, steps) once.")
+        given = pg.concat_batches(ray.get(calls))
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    if not isinstance(batch, dict) or len(batch.get("reward", ())) != len(given["reward"]):
+        raise _Failed("it did not return the concatenated batch of every worker's steps.",
+                      "Return pg.concat_batches(the list your collect returned).")
+    if len(given["reward"]) < len(actors) * cfg.steps_per_worker:
+        raise _Failed("a worker was asked for fewer than cfg.steps_per_worker steps.",
+                      "Pass cfg.steps_per_worker to collect as `steps`.")
+    pg.update_policy(twin, twin_optimizer, given, cfg)
+    same = all(torch.allclose(a, b, atol=1e-6) for a, b in
+               zip(policy.state_dict().values(), twin.state_dict().values(), strict=True))
+    unchanged = all(torch.equal(a, b) for a, b in zip(
+        policy.state_dict().values(), pg.make_policy_and_optimizer(cfg)[0].state_dict().values(),
+        strict=True))
+    if unchanged:
+        raise _Failed("the policy's weights did not change: no update was made.",
+                      "Finish with pg.update_policy(policy, optimizer, batch, cfg).")
+    if not same:
+        raise _Failed("the policy moved, but not by one update_policy step on the batch the "
+                      "workers returned.",
+                      "Update once, on the concatenation of all the workers' batches.")

@@ -34,9 +34,9 @@ def check_cached_weights(cached_class):
     """CachedWeights.get must return the newest weights and copy only when the version changed."""
     import numpy as np
 
-    from course_lib.param_server import ParameterServer
+    from course_lib.param_server import ParameterStoreActor
 
-    ps = ParameterServer.remote()
+    ps = ParameterStoreActor.remote()
     ray.get(ps.push.remote("net", {"w": np.zeros(3, np.float32)}))
     cache = cached_class()
     first = cache.get(ps, "net")
@@ -106,12 +106,12 @@ def _poll(latest, wanted=None, polls: int = 150, pause_s: float = 0.02) -> bool:
 
 @ray.remote(num_cpus=0)
 class _CountingServer:
-    """A ParameterServer that counts the pulls it answered with weights (copies)."""
+    """A ParameterStoreActor that counts the pulls it answered with weights (copies)."""
 
     def __init__(self):
-        from course_lib.param_server import ParameterServer
+        from course_lib.param_server import ParameterStoreActor
 
-        self.server = ParameterServer.__ray_actor_class__()
+        self.server = ParameterStoreActor.__ray_actor_class__()
         self.pulls = self.copies = 0
 
     def push(self, name, weights):
@@ -155,3 +155,39 @@ def check_prefetched_weights(prefetched_class):
                           "left to wait for?")
     finally:
         ray.kill(server)
+
+
+@checker(3, "worker_step", "pulls only when changed, computes one gradient on the newest "
+         "weights, pushes it once.")
+def check_worker_step(worker_step):
+    """Assemble: worker_step(ps, cache, compute_gradients, lr) pulls the newest weights through
+    `cache`, computes one gradient on them and pushes it with `push_gradients`; returns the
+    version the push made."""
+    import numpy as np
+
+    from course_lib.param_server import CachedWeights, ParameterStoreActor
+
+    ps = ParameterStoreActor.remote()
+    seen = []
+
+    def compute_gradients(weights):
+        seen.append(np.array(weights["w"]))
+        return {"w": np.ones(3, np.float32)}
+
+    try:
+        ray.get(ps.push.remote("model", {"w": np.zeros(3, np.float32)}))
+        cache = CachedWeights()
+        for step, held in enumerate((0.0, -0.5), start=1):
+            version = worker_step(ps, cache, compute_gradients, 0.5)
+            if len(seen) != step or not np.allclose(seen[-1], held):
+                raise _Failed(f"step {step} computed {len(seen)} gradient(s) in all, the last "
+                              f"on {seen[-1] if seen else None}, expected one per step on "
+                              f"w = {held}.", "weights = cache.get(ps, 'model'), then "
+                              "compute_gradients(weights) once.")
+            if version != step + 1 or ray.get(ps.version.remote("model")) != step + 1:
+                raise _Failed(f"step {step} returned {version!r}; the server is at version "
+                              f"{ray.get(ps.version.remote('model'))}, expected {step + 1}.",
+                              "Push the gradient once with ps.push_gradients.remote('model', "
+                              "grads, lr) and return ray.get of it.")
+    finally:
+        ray.kill(ps)

@@ -92,12 +92,12 @@ def check_find_prefix_sum(find_prefix_sum):
     holds `target` (never a zero-priority slot), reading O(log N) entries of the tree."""
     import numpy as np
 
-    from course_lib.replay.sumtree import SumMinTree
+    from course_lib.replay.sumtree import SumTree
 
     rng = np.random.default_rng(0)
     priorities = rng.random(13)
     priorities[[2, 3, 9]] = 0.0                       # empty slots: never to be sampled
-    tree = SumMinTree(len(priorities))
+    tree = SumTree(len(priorities))
     tree.set(np.arange(len(priorities)), priorities)
     edges = np.cumsum(priorities)
     limit = 2 * tree.depth + 2
@@ -122,10 +122,10 @@ def _logging_replay():
     import numpy as np
     import ray
 
-    from course_lib.replay import ReplayServer
+    from course_lib.replay import ReplayStore
 
     @ray.remote(num_cpus=0)
-    class LoggingReplay(ReplayServer):
+    class LoggingReplay(ReplayStore):
         def __init__(self):
             super().__init__(64, {"x": ((), np.int64)}, alpha=0.6, seed=0)
             self.add({"x": np.arange(64)})

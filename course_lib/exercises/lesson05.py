@@ -141,3 +141,134 @@ def check_outbox(outbox_class):
         raise _Failed("the second batch was sent while the first add was still running: more "
                       "than one add in flight, so a slow replay actor lets them pile up.",
                       "Before each send, ray.get the previous add's reference (back-pressure).")
+
+
+@checker(5, "learner_chunks", "at most two learner calls in flight, however fast data arrives.")
+def check_learner_chunks(learner_chunks):
+    """Find the bug: learner_chunks(due, submitted, in_flight, chunk) must keep at most
+    `distributed.MAX_LEARNER_CALLS` learner calls in flight. The checker plays a driver whose
+    data arrives faster than its learner trains (300 updates due per turn, one call of 50
+    finished per turn) and watches the learner's queue."""
+    from course_lib.distributed import MAX_LEARNER_CALLS
+
+    queue, submitted, due, peak = [], 0, 0, 0
+    for _turn in range(10):
+        due += 300
+        sizes = [int(n) for n in learner_chunks(due, submitted, len(queue), 50)]
+        if any(not 1 <= n <= 50 for n in sizes) or sum(sizes) > due - submitted:
+            raise _Failed(f"with {due - submitted} updates due it asked for chunks {sizes}.",
+                          "Chunks of 1 to `chunk` updates, no more in all than is due.")
+        if not sizes and not queue:
+            raise _Failed("with updates due and no call in flight it sent none: the learner "
+                          "would wait forever.", "Send a chunk while fewer than 2 are in flight.")
+        queue += sizes
+        submitted += sum(sizes)
+        peak = max(peak, len(queue))
+        queue.pop(0)                                  # the learner finishes one call per turn
+    if peak > MAX_LEARNER_CALLS:
+        raise _Failed(f"the learner's queue grew to {peak} calls in 10 turns of a driver whose "
+                      "learner finishes one call per turn: calls in flight without bound, each "
+                      "run long after it was due.",
+                      "Follow `in_flight` through the loop: does it count the calls this loop "
+                      "has just added?")
+    if learner_chunks(120, 0, 1, 50) != [50]:
+        raise _Failed("with one call in flight and 120 updates due it did not send one more.",
+                      f"Keep {MAX_LEARNER_CALLS} calls queued, so the learner never waits for "
+                      "the driver.")
+
+
+class _Submitted:
+    """A stand-in actor's handle for the assembled driver: forwards `method.remote(...)` and
+    records, at each call, how many of the earlier calls were still in flight."""
+
+    def __init__(self, actor, method: str, log: list):
+        self.actor, self.method, self.log, self.refs = actor, method, log, []
+        setattr(self, method, self)
+
+    def remote(self, *args):
+        pending = ray.wait(self.refs, num_returns=len(self.refs), timeout=0)[1] if self.refs \
+            else []
+        ref = getattr(self.actor, self.method).remote(*args)
+        self.refs.append(ref)
+        self.log.append(len(pending))
+        return ref
+
+
+@ray.remote(num_cpus=0)
+class _StandInExplorer:
+    """Plays for `seconds` and reports `transitions` inserted."""
+
+    def __init__(self, transitions: int, seconds: float):
+        self.transitions, self.seconds = transitions, seconds
+
+    def run(self) -> int:
+        time.sleep(self.seconds)
+        return self.transitions
+
+
+@ray.remote(num_cpus=0)
+class _StandInLearner:
+    """Runs n updates of `seconds` each and reports n."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def train(self, n: int) -> int:
+        time.sleep(n * self.seconds)
+        return n
+
+
+def stand_ins(num_explorers: int = 3, transitions: int = 100, explore_s: float = 0.01,
+              update_s: float = 0.002):
+    """(explorers, learner, in_flight) for trying a driver loop without Ray's trainer: stand-in
+    explorers whose `run.remote()` plays `explore_s` and inserts `transitions`, a learner whose
+    `train.remote(n)` takes n * `update_s` and returns n; `in_flight` records, per handle, the
+    calls still in flight each time it was called ("learner", 0, 1, ...)."""
+    in_flight: dict = {"learner": []}
+    explorers = []
+    for i in range(num_explorers):
+        in_flight[i] = []
+        explorers.append(_Submitted(_StandInExplorer.remote(transitions, explore_s), "run",
+                                    in_flight[i]))
+    learner = _Submitted(_StandInLearner.remote(update_s), "train", in_flight["learner"])
+    return explorers, learner, in_flight
+
+
+@checker(5, "drive", "explorers kept busy, the learner fed at the replay ratio, calls bounded.")
+def check_drive(drive):
+    """Assemble: drive(explorers, learner, allowed, chunks, env_steps) runs the driver's loop
+    on stand-in actors with course_lib's throttle and learner chunks, and must end with every
+    update the inserted transitions pay for done, one call per explorer and at most two
+    learner calls in flight."""
+    from functools import partial
+
+    from course_lib.distributed import MAX_LEARNER_CALLS, learner_chunks
+    from course_lib.trainer import updates_due
+
+    explorers, learner, in_flight = stand_ins()
+    try:
+        allowed = partial(updates_due, ratio=16 / 64, learning_starts=0)
+        inserted, updates = drive(explorers, learner, allowed, partial(learner_chunks,
+                                                                       chunk=50), 3_000)
+    finally:
+        for handle in [*explorers, learner]:
+            ray.kill(handle.actor)
+    booked = 100 * len(in_flight[0] + in_flight[1] + in_flight[2])
+    if inserted != booked or inserted < 3_000:
+        raise _Failed(f"it returned {inserted:,} transitions inserted; the explorers' calls "
+                      f"made {booked:,} (at least 3,000 asked for).",
+                      "Add each finished explorer call's result to `inserted`, and keep the "
+                      "explorers playing until env_steps are in.")
+    for i in range(3):
+        if max(in_flight[i], default=0) > 0:
+            raise _Failed(f"explorer {i} was given a new call while one was still in flight.",
+                          "Start an explorer only when none of its calls is in `tasks`.")
+    if max(in_flight["learner"], default=0) >= MAX_LEARNER_CALLS:
+        raise _Failed(f"the learner had {max(in_flight['learner']) + 1} calls in flight.",
+                      "Send what `chunks(due, submitted, in_flight)` returns, with `in_flight` "
+                      "the learner calls in `tasks`.")
+    if updates != allowed(inserted):
+        raise _Failed(f"the learner did {updates:,} updates for {inserted:,} transitions; the "
+                      f"replay ratio pays for {allowed(inserted):,}.",
+                      "Each turn send the chunks now due, add each finished learner call's "
+                      "result to `updates`, and loop until no call is in flight.")

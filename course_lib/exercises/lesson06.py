@@ -109,7 +109,7 @@ def check_polyak(polyak):
 
 
 class _RecordingServer:
-    """Wraps a ParameterServer handle: forwards `pull.remote` calls and records them, with the
+    """Wraps a ParameterStoreActor handle: forwards `pull.remote` calls and records them, with the
     step the checker is at."""
 
     def __init__(self, server):
@@ -130,10 +130,10 @@ def check_weights_follower(follower_class):
     import torch
 
     from course_lib.nets import get_weights
-    from course_lib.param_server import ParameterServer
+    from course_lib.param_server import ParameterStoreActor
 
     old, new, critic = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1), torch.nn.Linear(3, 1)
-    server = ParameterServer.remote()
+    server = ParameterStoreActor.remote()
     try:
         ray.get([server.push.remote("actor", get_weights(old)),
                  server.push.remote("critic", get_weights(critic))])

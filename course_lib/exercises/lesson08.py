@@ -126,3 +126,70 @@ def check_submit_with_env(submit_with_env, client, timeout_s: float = 120.0):
     if "PROBE 42" not in logs:
         raise _Failed("the job did not see PROBE=42.",
                       "runtime_env={'working_dir': ..., 'env_vars': env_vars}.")
+
+
+class _RecordedJobs:
+    """A stand-in for `LocalCluster.jobs`: records what is submitted, followed and waited for."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def submit(self, entrypoint, working_dir=None, env_vars=None, **options):
+        self.calls.append(("submit", entrypoint, working_dir, dict(env_vars or {})))
+        return "raysubmit_probe"
+
+    def follow(self, job_id, timeout_s=600.0, **options):
+        self.calls.append(("follow", job_id))
+        yield from ("probe log line 1", "probe log line 2")
+
+    def wait(self, job_id, timeout_s=300.0, **options):
+        self.calls.append(("wait", job_id))
+        return "SUCCEEDED"
+
+
+@checker(8, "launch", "your entrypoint, submitted with the repository and COURSE_QUICK, its log "
+         "followed to the end.")
+def check_launch(launch):
+    """launch(jobs, algo, env_id, num_workers, stop, results_dir) must submit the command line
+    of `job_entrypoint` plus --checkpoint-at-end and --results-dir, with the repository as the
+    working directory and this kernel's COURSE_QUICK, follow its log, wait for it and return
+    its final status."""
+    import os
+    from pathlib import Path
+
+    from course_lib import cli
+    from course_lib.workspace import REPO
+
+    jobs, stop = _RecordedJobs(), {"eval_return": 475, "time_s": 60}
+    status = launch(jobs, "apex", "CartPole-v1", 2, stop, "/tmp/probe-results")
+    kinds = [call[0] for call in jobs.calls]
+    if kinds.count("submit") != 1:
+        raise _Failed(f"it submitted {kinds.count('submit')} jobs, expected one.",
+                      "Call jobs.submit(argv, working_dir=..., env_vars=...) once.")
+    _, argv, working_dir, env_vars = jobs.calls[kinds.index("submit")]
+    try:
+        args = cli.build_parser().parse_args(list(argv)[3:])
+    except (cli.UsageError, SystemExit, TypeError) as err:
+        raise _Failed(f"the command line refuses its argv: {err}",
+                      "Start from your job_entrypoint(algo, env_id, num_workers, stop).") from None
+    if (args.algo, args.env, args.num_workers) != ("apex", "CartPole-v1", 2):
+        raise _Failed("the job would train something else than it was asked to.",
+                      "Pass algo, env_id, num_workers and stop on to job_entrypoint.")
+    if str(args.results_dir) != "/tmp/probe-results" or not args.checkpoint_at_end:
+        raise _Failed("its argv lacks --results-dir <results_dir> or --checkpoint-at-end: the "
+                      "run would leave nothing in the folder the notebook reads.",
+                      "Append ['--checkpoint-at-end', '--results-dir', str(results_dir)].")
+    if working_dir is None or Path(working_dir).resolve() != REPO.resolve():
+        raise _Failed(f"it shipped working_dir={working_dir!r}: the job would not find "
+                      "course_lib on the cluster.", "working_dir=REPO.")
+    if env_vars.get("COURSE_QUICK") != os.environ.get("COURSE_QUICK", "0"):
+        raise _Failed("the job does not get this kernel's COURSE_QUICK: in quick mode it would "
+                      "train for the full budget.",
+                      "env_vars={'COURSE_QUICK': os.environ.get('COURSE_QUICK', '0')}.")
+    if ("follow", "raysubmit_probe") not in jobs.calls or ("wait", "raysubmit_probe") not in \
+            jobs.calls:
+        raise _Failed("it did not follow the job's log and wait for its end.",
+                      "for line in jobs.follow(job_id): print(line); then jobs.wait(job_id).")
+    if status != "SUCCEEDED":
+        raise _Failed(f"it returned {status!r}, not the job's final status.",
+                      "Return what jobs.wait(job_id, ...) returns.")

@@ -24,11 +24,11 @@ Every name below is importable from `course_lib.pg` itself.
 
 from course_lib.pg.parallel import (
     EpisodeSampler as EpisodeSampler,
+    episode_samplers as episode_samplers,
     first_finished as first_finished,
     make_policy_and_optimizer as make_policy_and_optimizer,
     make_workers as make_workers,
     measure_sampling_throughput as measure_sampling_throughput,
-    rollout_workers as rollout_workers,
     train_async as train_async,
     train_sync as train_sync,
     train_with_param_server as train_with_param_server,
@@ -40,9 +40,9 @@ from course_lib.pg.reinforce import (
     concat_batches as concat_batches,
     discounted_returns as discounted_returns,
     evaluate_confirmed as evaluate_confirmed,
-    evaluate_greedy as evaluate_greedy,
     greedy_returns as greedy_returns,
     make_policy as make_policy,
+    mean_greedy_return as mean_greedy_return,
     policy_gradient_loss as policy_gradient_loss,
     sample_episodes as sample_episodes,
     time_steps as time_steps,

@@ -29,7 +29,9 @@ from course_lib.pg.reinforce import (
     sample_episodes,
     update_policy,
 )
-from course_lib.trainer import evaluation_score
+from course_lib.pieces import Given
+from course_lib.pieces.param import piece_errors, server, used_by
+from course_lib.trainer import derive_seed, evaluation_score
 
 
 @ray.remote(num_cpus=1)
@@ -50,6 +52,7 @@ class EpisodeSampler:
         self.policy = make_policy(self.env, hidden)
         self.gamma = gamma
         self.version = -1                 # policy version pulled from a parameter server
+        self.given, self.pull = None, None  # the attendee's pull piece, if any (pieces=)
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         set_weights(self.policy, weights)
@@ -62,14 +65,26 @@ class EpisodeSampler:
         batch["ret"] = discounted_returns(batch["reward"], batch["done"], self.gamma)
         return batch
 
+    def use_pieces(self, pieces: dict, index: int, timeout_s: float) -> None:
+        """Pull through the attendee's pieces (`course_lib.pieces`) from now on."""
+        self.given = Given(pieces, f"rollout worker {index}", timeout_s)
+        self.index, self.pull = index, None
+
+    def pull_piece(self, ps):
+        """The attendee's pull, a drop-in for `pull_weights` (None: use `pull_weights`)."""
+        if self.given is not None and self.pull is None:
+            self.pull = self.given.worker_pull(ps, self.index)
+        return self.pull and self.pull.pull
+
     def sample_from_server(self, ps, min_steps: int) -> dict:
-        """Like `sample`, but the worker fetches its own weights from the ParameterServer `ps`:
+        """Like `sample`, but the worker fetches its own weights from the ParameterStoreActor `ps`:
         before every episode (so, at the end of the previous one) it pulls "policy" and copies
         the weights only when the version changed. The batch adds "versions", the policy
         version each episode was played with."""
         episodes, versions, steps = [], [], 0
+        pull = self.pull_piece(ps) or pull_weights     # the attendee's pull (pieces=), if any
         while steps < min_steps:
-            version, weights = pull_weights(ps, "policy", self.version)
+            version, weights = pull(ps, "policy", self.version)
             if weights is not None:
                 self.version = version
                 self.set_weights(weights)
@@ -92,7 +107,8 @@ def make_policy_and_optimizer(cfg: PGConfig) -> tuple[PolicyNet, torch.optim.Opt
 
 
 def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
-    """`cfg.num_workers` EpisodeSampler actors (different seeds) holding `policy`'s weights.
+    """`cfg.num_workers` EpisodeSampler actors (worker i seeded by `derive_seed(cfg.seed,
+    "worker", i)`, the one seeding rule of every trainer) holding `policy`'s weights.
 
     Returns once every worker is up, so training clocks do not count process start-up.
     Fails fast when Ray has fewer CPUs than workers, instead of waiting forever for actors
@@ -102,7 +118,8 @@ def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
     if cfg.num_workers > cpus:
         raise ValueError(f"num_workers={cfg.num_workers} needs {cfg.num_workers} CPUs but the "
                          f"Ray cluster has {cpus:g}; lower num_workers or start Ray with more.")
-    workers = [EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma, cfg.seed + 1000 * (i + 1))
+    workers = [EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma,
+                                     derive_seed(cfg.seed, "worker", i))
                for i in range(cfg.num_workers)]
     weights_ref = ray.put(get_weights(policy))
     ray.get([w.set_weights.remote(weights_ref) for w in workers])
@@ -110,7 +127,7 @@ def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
 
 
 @contextmanager
-def rollout_workers(cfg: PGConfig, policy: PolicyNet):
+def episode_samplers(cfg: PGConfig, policy: PolicyNet):
     """`make_workers(cfg, policy)` for the length of a `with` block, killed at its end."""
     workers = make_workers(cfg, policy)
     try:
@@ -162,7 +179,7 @@ def train_sync(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     """
     policy, optimizer = make_policy_and_optimizer(cfg)
     history = []
-    with rollout_workers(cfg, policy) as workers:
+    with episode_samplers(cfg, policy) as workers:
         start = time.perf_counter()
         for _ in range(cfg.max_iterations):
             weights_ref = ray.put(get_weights(policy))              # one copy for all workers
@@ -193,7 +210,7 @@ def train_async(cfg: PGConfig, progress: Callable[[dict], None] | None = None
     """
     policy, optimizer = make_policy_and_optimizer(cfg)
     history = []
-    with rollout_workers(cfg, policy) as workers:
+    with episode_samplers(cfg, policy) as workers:
         start = time.perf_counter()
         weights_ref = ray.put(get_weights(policy))
         in_flight = {w.sample.remote(weights_ref, cfg.steps_per_worker): w for w in workers}
@@ -222,7 +239,7 @@ def measure_sampling_throughput(cfg: PGConfig, worker_counts: list[int],
     weights_ref = ray.put(get_weights(policy))
     rates = []
     for n in worker_counts:
-        with rollout_workers(cfg.updated({"num_workers": n}), policy) as workers:
+        with episode_samplers(cfg.updated({"num_workers": n}), policy) as workers:
             ray.get([w.sample.remote(None, 10) for w in workers])          # warm up
             per_round = []
             for _ in range(rounds):
@@ -238,27 +255,38 @@ def measure_sampling_throughput(cfg: PGConfig, worker_counts: list[int],
 # The parameter server as RL uses it (notebook 03)
 # ---------------------------------------------------------------------------------------------
 
-def train_with_param_server(cfg: PGConfig, ps, progress: Callable[[dict], None] | None = None
-                            ) -> tuple[PolicyNet, list[dict]]:
-    """Asynchronous PG where the weights travel through a ParameterServer `ps`.
+def train_with_param_server(cfg: PGConfig, ps=None, progress: Callable[[dict], None] | None = None,
+                            pieces: dict | None = None) -> tuple[PolicyNet, list[dict]]:
+    """Asynchronous PG where the weights travel through a ParameterStoreActor `ps` (a new one if
+    None).
 
     The learner (this driver) pushes the policy after every update; workers pull it themselves
     at episode boundaries. Each history row adds "version" (the newest version on the server)
     and "policy_lag" (how many versions behind the batch's episodes were, on average).
+    `pieces` (`course_lib.pieces`, notebook 03): "versioned_weights" serves the weights from the
+    attendee's `VersionedWeights` actor (then no `ps`); "cached_weights" / "prefetched_weights"
+    are the workers' pull (with both, the workers take turns).
     """
-    policy, optimizer = make_policy_and_optimizer(cfg)
-    version = ray.get(ps.push.remote("policy", get_weights(policy)))
-    history = []
-    with rollout_workers(cfg, policy) as workers:
-        start = time.perf_counter()
-        in_flight = {w.sample_from_server.remote(ps, cfg.steps_per_worker): w for w in workers}
-        for _ in range(cfg.max_iterations):
-            worker, batch = first_finished(in_flight)
-            loss = update_policy(policy, optimizer, batch, cfg)
-            version = ray.get(ps.push.remote("policy", get_weights(policy)))
-            in_flight[worker.sample_from_server.remote(ps, cfg.steps_per_worker)] = worker
-            lag = float(np.mean(version - 1 - batch["versions"]))
-            if _record(history, start, batch, loss, policy, cfg, progress, version=version,
-                       policy_lag=lag):
-                break
+    pieces = used_by("train_with_param_server", pieces)
+    with piece_errors():
+        ps = server(ps, pieces, cfg.piece_timeout_s)
+        policy, optimizer = make_policy_and_optimizer(cfg)
+        version = ray.get(ps.push.remote("policy", get_weights(policy)))
+        history = []
+        with episode_samplers(cfg, policy) as workers:
+            if pieces:
+                ray.get([w.use_pieces.remote(pieces, i, cfg.piece_timeout_s)
+                         for i, w in enumerate(workers)])
+            start = time.perf_counter()
+            in_flight = {w.sample_from_server.remote(ps, cfg.steps_per_worker): w
+                         for w in workers}
+            for _ in range(cfg.max_iterations):
+                worker, batch = first_finished(in_flight)
+                loss = update_policy(policy, optimizer, batch, cfg)
+                version = ray.get(ps.push.remote("policy", get_weights(policy)))
+                in_flight[worker.sample_from_server.remote(ps, cfg.steps_per_worker)] = worker
+                lag = float(np.mean(version - 1 - batch["versions"]))
+                if _record(history, start, batch, loss, policy, cfg, progress, version=version,
+                           policy_lag=lag):
+                    break
     return policy, history

@@ -20,7 +20,7 @@ from torch import nn
 from torch.distributions import Categorical
 
 from course_lib.config import Config
-from course_lib.envs import evaluate_policy, make_env
+from course_lib.envs import evaluate_policy, make_env, play_episode
 from course_lib.nets import mlp, set_weights
 from course_lib.trainer import evaluation_request
 
@@ -45,6 +45,7 @@ class PGConfig(Config):
     eval_episodes: int = 10           # episodes per greedy evaluation (fresh seeds each time)
     confirm_episodes: int = 20        # more fresh episodes of the same weights before a stop
     seed: int = 0                     # seeds the network, the workers' envs and their actions
+    piece_timeout_s: float = 30.0     # seconds a call of an attendee's piece (pieces=) may take
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +97,8 @@ def make_policy(env: gym.Env, hidden: tuple[int, ...] = (64, 64)) -> PolicyNet:
 
 def sample_episodes(env: gym.Env, policy: PolicyNet, min_steps: int,
                     rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Play whole episodes with `policy` until at least `min_steps` steps are collected.
+    """Play whole episodes with `policy` (`envs.play_episode`, storing every step) until at
+    least `min_steps` steps are collected.
 
     Only whole episodes, so every step's return G_t is known exactly (no bootstrapping).
     `env` comes from `envs.make_env` (flat float32 observations). Seed the env once before the
@@ -116,20 +118,17 @@ def sample_episodes(env: gym.Env, policy: PolicyNet, min_steps: int,
     500 steps). Both count as `done` here: REINFORCE only sums the rewards it saw.
     """
     obs_list, actions, rewards, dones, ep_returns, ep_lengths = [], [], [], [], [], []
+
+    def store(obs, action, reward, next_obs, terminated, truncated) -> None:
+        obs_list.append(obs)
+        actions.append(action)
+        rewards.append(reward)
+        dones.append(terminated or truncated)
+
     while len(rewards) < min_steps:
         obs, _ = env.reset()
-        ep_return, ep_length, done = 0.0, 0, False
-        while not done:
-            action = policy.act(obs, rng)
-            next_obs, reward, terminated, truncated, _ = env.step(action)
-            done = terminated or truncated
-            obs_list.append(obs)
-            actions.append(action)
-            rewards.append(reward)
-            dones.append(done)
-            ep_return += reward
-            ep_length += 1
-            obs = next_obs
+        ep_return, ep_length = play_episode(env, lambda o: policy.act(o, rng), obs,
+                                            on_step=store)
         ep_returns.append(ep_return)
         ep_lengths.append(ep_length)
     return {
@@ -271,9 +270,9 @@ def greedy_returns(policy: PolicyNet | dict[str, np.ndarray], env_id: str = "Car
                            env_id, episodes, seed)
 
 
-def evaluate_greedy(policy: PolicyNet | dict[str, np.ndarray], env_id: str = "CartPole-v1",
-                    episodes: int = 10, seed: int = 0,
-                    hidden: tuple[int, ...] = (64, 64)) -> float:
+def mean_greedy_return(policy: PolicyNet | dict[str, np.ndarray], env_id: str = "CartPole-v1",
+                       episodes: int = 10, seed: int = 0,
+                       hidden: tuple[int, ...] = (64, 64)) -> float:
     """Mean undiscounted return of `greedy_returns` (same arguments)."""
     return float(np.mean(greedy_returns(policy, env_id, episodes, seed, hidden)))
 

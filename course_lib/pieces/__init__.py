@@ -10,6 +10,18 @@
 | `weights_follower` | `WeightsFollower(ps, name, module, pull_every)` (06) | a worker's pulls  |
 | `find_prefix_sum`  | `find_prefix_sum(sums, first_leaf, target)` (04)     | the learner's     |
 |                    |                                                      | sum-tree descent  |
+| `explorer_epsilons`| `explorer_epsilons(n, eps, alpha)` (05)              | each explorer's   |
+|                    |                                                      | epsilon           |
+| `updates_allowed`  | `updates_allowed(inserted, replay_ratio, batch)` (05) | the driver's    |
+|                    |                                                      | throttle          |
+| `learner_chunks`   | `learner_chunks(due, submitted, in_flight, chunk)`   | the driver's      |
+|                    | (05, find the bug)                                   | learner calls     |
+| `versioned_weights`| `VersionedWeights` actor (03), `train_with_param_server` | its server     |
+| `cached_weights`   | `CachedWeights().get(ps, name)` (03)                 | a worker's pull   |
+| `prefetched_weights`| `PrefetchedWeights(ps, name).latest()` (03)         | a worker's pull   |
+| `average_gradients`| `average_gradients(grads_list)` (03), `sync_sgd`     | the mean          |
+| `worker_step`      | `worker_step(ps, cache, compute_gradients, lr)` (03), | the driver's loop |
+|                    | `async_sgd`: each data worker pulls, computes, pushes |                   |
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
@@ -41,6 +53,14 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "outbox": ("Outbox", "explorer send step", "check_outbox"),
     "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
     "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
+    "explorer_epsilons": ("explorer_epsilons", "explorers' epsilons", "check_explorer_epsilons"),
+    "updates_allowed": ("updates_allowed", "driver's throttle", "check_updates_allowed"),
+    "learner_chunks": ("learner_chunks", "driver's learner calls", "check_learner_chunks"),
+    "versioned_weights": ("VersionedWeights", "parameter server", "check_versioned_weights"),
+    "cached_weights": ("CachedWeights", "pull if newer", "check_cached_weights"),
+    "prefetched_weights": ("PrefetchedWeights", "prefetched pull", "check_prefetched_weights"),
+    "average_gradients": ("average_gradients", "gradient average", "check_average_gradients"),
+    "worker_step": ("worker_step", "asynchronous worker step", "check_worker_step"),
 }
 
 
@@ -90,7 +110,7 @@ class Given:
         return Follower(Guarded("weights_follower", self), ps, name, module, pull_every)
 
     def descent(self, replay) -> None:
-        """Make the prioritized buffer of the `ReplayServer` `replay` sample through the
+        """Make the prioritized buffer of the `ReplayStore` `replay` sample through the
         attendee's `find_prefix_sum` (nothing without one)."""
         if "find_prefix_sum" not in self.pieces:
             return
@@ -99,6 +119,46 @@ class Given:
             raise ValueError("pieces: find_prefix_sum needs a prioritized replay (Ape-X); "
                              "this one samples uniformly")
         tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", self), tree)
+
+    def epsilon(self, index: int, n: int, eps: float, alpha: float) -> float | None:
+        """Explorer `index`'s epsilon from the attendee's `explorer_epsilons` (05), if given."""
+        if "explorer_epsilons" not in self.pieces:
+            return None
+        return explorer_epsilon(Guarded("explorer_epsilons", self), index, n, eps, alpha)
+
+    def throttle(self, cfg) -> Throttle | None:
+        """The driver's throttle from the attendee's `updates_allowed` (05), if given."""
+        if "updates_allowed" not in self.pieces:
+            return None
+        if not hasattr(cfg, "replay_ratio"):
+            raise ValueError("pieces: updates_allowed needs a replay ratio (Ape-X); this "
+                             "trainer sets updates per transition (utd_ratio)")
+        return Throttle(Guarded("updates_allowed", self), cfg.replay_ratio, cfg.batch_size)
+
+    def chunks(self, chunk: int, most: int) -> Chunks | None:
+        """The driver's learner calls from the attendee's `learner_chunks` (05), if given."""
+        if "learner_chunks" not in self.pieces:
+            return None
+        return Chunks(Guarded("learner_chunks", self), chunk, most)
+    def worker_pull(self, ps, index: int):
+        """Rollout worker `index`'s pull-if-newer from the attendee's `CachedWeights` or
+        `PrefetchedWeights` (notebook 03), or None: see `course_lib.pieces.param`."""
+        from course_lib.pieces.param import worker_pull
+
+        return worker_pull(self, ps, index)
+
+    def average(self):
+        """The attendee's `average_gradients` (notebook 03), checked, or None."""
+        from course_lib.pieces.param import Averaged
+
+        return Averaged(Guarded("average_gradients", self)) if (
+            "average_gradients" in self.pieces) else None
+
+    def worker_step(self, ps, compute_gradients, lr: float):
+        """A data worker's step from the attendee's `worker_step` (notebook 03), or None."""
+        from course_lib.pieces.param import stepper
+
+        return stepper(self, ps, compute_gradients, lr) if "worker_step" in self.pieces else None
 
 
 class Guarded:
@@ -136,4 +196,5 @@ class Guarded:
                           f"{contract}")
 
 
+from course_lib.pieces.apex import Chunks, Throttle, explorer_epsilon  # noqa: E402
 from course_lib.pieces.guards import Descent, Follower, SentOutbox, steps_per_pull  # noqa: E402,F401

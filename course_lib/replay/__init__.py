@@ -7,8 +7,8 @@ Four pieces, each usable on its own:
 - `PrioritizedReplayBuffer`: the same ring, sampled in proportion to priority^alpha through a
   sum tree, with importance-sampling weights (Schaul et al. 2016).
 - `NStepBuffer`: one per actor; turns 1-step transitions into n-step ones.
-- `ReplayActor`: the prioritized buffer inside a Ray actor that explorers add to and a learner
-  samples from (`ReplayServer` is the same object for local use).
+- `ReplayStore`: a buffer (prioritized or uniform) with counters, what a learner actor holds;
+  `ReplayStoreActor` is the same class as a Ray actor of its own (notebook 04).
 
 A *spec* says what one transition holds: field name -> (shape of one item, dtype). A *batch* is
 a dict with the same fields, each an array with a leading batch axis::
@@ -36,15 +36,14 @@ from course_lib.replay.nstep import (
     stack_transitions as stack_transitions,
 )
 from course_lib.replay.prioritized import (
-    WEIGHT_NORMS as WEIGHT_NORMS,
     PrioritizedReplayBuffer as PrioritizedReplayBuffer,
 )
 from course_lib.replay.server import (
-    ReplayActor as ReplayActor,
-    ReplayServer as ReplayServer,
+    ReplayStore as ReplayStore,
+    ReplayStoreActor as ReplayStoreActor,
 )
 from course_lib.replay.sumtree import (
-    SumMinTree as SumMinTree,
+    SumTree as SumTree,
 )
 from course_lib.replay.uniform import (
     ReplayBuffer as ReplayBuffer,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from course_lib.replay.sumtree import SumMinTree
+from course_lib.replay.sumtree import SumTree
 from course_lib.replay.uniform import ReplayBuffer
 
 
@@ -20,9 +20,6 @@ def check_priorities(priorities, n: int) -> np.ndarray:
     return p
 
 
-#: how `PrioritizedReplayBuffer.sample` scales the importance weights (see its docstring)
-WEIGHT_NORMS = ("batch", "buffer")
-
 
 class PrioritizedReplayBuffer(ReplayBuffer):
     """Proportional prioritized replay (Schaul et al. 2016) over the same FIFO ring.
@@ -33,15 +30,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         w_i  = (N P(i))^-beta / max_j (N P(j))^-beta  importance weight, N = len(buffer)
              = (q_i / min_j q_j)^-beta
 
-    The paper leaves open which j the max runs over; `weight_norm` picks it:
+    The paper leaves open which j the max runs over. Here it is the sampled batch (as pfrl and
+    Dopamine), so each batch's largest weight is 1 and the buffer needs no min tree, which
+    makes every add and update cheaper. OpenAI Baselines takes every stored transition: weights
+    are then comparable between batches, but one tiny priority anywhere shrinks them all (with
+    eps=1e-6 they averaged 0.06 in the measurement below; `bench/is_weights.py` keeps that
+    variant as a subclass of its own).
 
-    - "batch" (the default, as pfrl and Dopamine): the sampled batch, so each batch's largest
-      weight is 1. The buffer then needs no min tree, which makes every add and update cheaper.
-    - "buffer" (as OpenAI Baselines): every stored transition, through a min tree; weights are
-      comparable between batches, but one tiny priority anywhere shrinks them all (with
-      eps=1e-6 they averaged 0.06 in the measurement below).
-
-    Why "batch": `bench/is_weights.py` trained the single-process DQN on CartPole-v1 to 475
+    Why the batch: `bench/is_weights.py` trained the single-process DQN on CartPole-v1 to 475
     (6 seeds, env steps to the goal): batch 16.5K median (21K mean), buffer with eps 1e-6
     26.5K (30K), buffer with eps 1e-3 26.5K (25K), buffer with eps 1e-2 35K (33K); "batch"
     needed fewer steps than "buffer"/1e-6 on 5 of the 6 seeds. The spread between seeds is
@@ -59,10 +55,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     New transitions get the largest priority q seen so far (1.0 at first), unless given.
     """
 
-    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None,
-                 weight_norm: str = "batch"):
-        if weight_norm not in WEIGHT_NORMS:
-            raise ValueError(f"weight_norm must be one of {WEIGHT_NORMS}, got {weight_norm!r}")
+    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None):
         if not alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
         if not eps > 0:
@@ -71,8 +64,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             raise ValueError("'indices' and 'weights' are added by sample(): rename those fields")
         super().__init__(capacity, spec, seed=seed)
         self.alpha, self.eps = float(alpha), float(eps)
-        self.weight_norm = weight_norm
-        self.tree = SumMinTree(self.capacity, track_min=weight_norm == "buffer")
+        self.tree = SumTree(self.capacity)
         self.max_priority = 1.0  # largest stored q so far: what a new transition gets
 
     def add(self, batch, priorities=None) -> None:
@@ -104,8 +96,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         batch = {name: array[slots] for name, array in self.storage.items()}
         batch["indices"] = self._ids_in(slots)
         q = self.tree.leaves(slots)
-        q_min = q.min() if self.weight_norm == "batch" else self.tree.min  # see the class doc
-        weights = (q / q_min) ** -beta  # (P(i) / P_min)^-beta
+        weights = (q / q.min()) ** -beta  # (P(i) / P_min)^-beta, P_min over the batch
         batch["weights"] = weights.astype(np.float32)
         return batch
 
@@ -153,7 +144,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def _state(self) -> dict[str, np.ndarray]:
         state = super()._state()
         state.update({"meta.alpha": np.float64(self.alpha), "meta.eps": np.float64(self.eps),
-                      "meta.weight_norm": np.array(self.weight_norm),
                       "meta.max_priority": np.float64(self.max_priority),
                       "meta.q": self.tree.leaves(np.arange(self.size))})
         return state
@@ -164,8 +154,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             raise ValueError("this file holds a ReplayBuffer, not a PrioritizedReplayBuffer: "
                              "load it with ReplayBuffer.load")
         options = {"alpha": float(state["meta.alpha"]), "eps": float(state["meta.eps"])}
-        if "meta.weight_norm" in state:  # files saved before the option load with the default
-            options["weight_norm"] = str(state["meta.weight_norm"])
         buffer = super()._from_state(state, seed, **options)
         buffer.tree.set_run(0, state["meta.q"])
         buffer.max_priority = float(state["meta.max_priority"])

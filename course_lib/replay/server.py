@@ -1,4 +1,9 @@
-"""The shared buffer as a Ray actor: `ReplayServer` (usable locally) and `ReplayActor`."""
+"""The shared buffer as a Ray actor: `ReplayStore` (usable locally) and `ReplayStoreActor`.
+
+One naming rule for every plain class that also runs as a Ray actor: the actor is the class's
+name plus `Actor` (`ReplayStore` / `ReplayStoreActor` here, `ParameterStore` /
+`ParameterStoreActor` in `course_lib.param_server`).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ from course_lib.replay.prioritized import PrioritizedReplayBuffer
 from course_lib.replay.uniform import ReplayBuffer
 
 
-class ReplayServer:
-    """A prioritized buffer plus counters: what `ReplayActor` runs, usable locally too.
+class ReplayStore:
+    """A prioritized buffer plus counters: what `ReplayStoreActor` runs, usable locally too.
 
     As a Ray actor it handles one call at a time, so explorers' adds and the learner's
     samples and updates never interleave and need no locks. Arrays that come back through
@@ -18,10 +23,9 @@ class ReplayServer:
     """
 
     def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None,
-                 prioritized: bool = True, weight_norm: str = "batch"):
+                 prioritized: bool = True):
         self.prioritized = prioritized            # False: a uniform ReplayBuffer (SAC)
-        self.buffer = (PrioritizedReplayBuffer(capacity, spec, alpha=alpha, eps=eps, seed=seed,
-                                               weight_norm=weight_norm)
+        self.buffer = (PrioritizedReplayBuffer(capacity, spec, alpha=alpha, eps=eps, seed=seed)
                        if prioritized else ReplayBuffer(capacity, spec, seed=seed))
         self.sampled = 0
 
@@ -44,13 +48,6 @@ class ReplayServer:
         self.sampled += batch_size
         return batch
 
-    def sample_batches(self, batch_size: int, count: int,
-                       beta: float = 0.4) -> list[dict[str, np.ndarray]]:
-        """`count` batches drawn independently, in one call (a learner's round trip buys
-        several updates). Each needs only `batch_size` transitions stored, and each batch's
-        importance weights are normalised by its own largest, as one `sample` call's are."""
-        return [self.sample(batch_size, beta) for _ in range(count)]
-
     def update_priorities(self, indices, priorities) -> int:
         return self.buffer.update_priorities(indices, priorities)
 
@@ -63,9 +60,6 @@ class ReplayServer:
         return {"size": len(self.buffer), "inserted": inserted, "sampled": self.sampled,
                 "ratio": self.sampled / inserted if inserted else 0.0}
 
-    def save(self, path) -> None:
-        self.buffer.save(path)
 
-
-#: `ReplayActor.remote(capacity, spec, alpha=0.6)` starts a `ReplayServer` in its own process.
-ReplayActor = ray.remote(ReplayServer)
+#: `ReplayStoreActor.remote(capacity, spec, alpha=0.6)` starts a `ReplayStore` in its own process.
+ReplayStoreActor = ray.remote(ReplayStore)

@@ -1,49 +1,35 @@
-"""The sum tree and min tree behind prioritized sampling, updated and searched in batches."""
+"""The sum tree behind prioritized sampling, updated and searched in batches."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-class SumMinTree:
-    """A sum tree and (optionally) a min tree over `capacity` leaves, updated and searched in
-    batches.
+class SumTree:
+    """A sum tree over `capacity` leaves, updated and searched in batches.
 
-    Both trees are complete binary trees stored in flat float64 arrays: node 1 is the root,
+    A complete binary tree stored in a flat float64 array: node 1 is the root,
     node i has children 2i and 2i+1, and leaf `slot` is node L + slot, where L is the power
     of two >= capacity (the depth is log2 L, 20 levels for 2**20 leaves)::
 
         sums[i] = sums[2i] + sums[2i+1]           sums[1] = total priority
-        mins[i] = min(mins[2i], mins[2i+1])       mins[1] = smallest priority
 
-    Empty leaves hold 0 in the sum tree and +inf in the min tree. Level k of the tree is
-    nodes [2^k, 2^(k+1)); the leaves are level `depth`. With `track_min=False` there is no
-    min tree (`mins` is None) and updates only recompute sums, about half the work.
+    Empty leaves hold 0. Level k of the tree is nodes [2^k, 2^(k+1)); the leaves are level
+    `depth`.
     """
 
     #: `set` recomputes a whole level when it has at most this many nodes per updated leaf
     WHOLE_LEVEL_FACTOR = 4
 
-    def __init__(self, capacity: int, track_min: bool = True):
+    def __init__(self, capacity: int):
         self.first_leaf = 1 << (capacity - 1).bit_length()  # L
         self.depth = self.first_leaf.bit_length() - 1       # log2 L
         self._levels = np.arange(self.depth + 1)             # shifts from a node to its ancestors
         self.sums = np.zeros(2 * self.first_leaf)
-        self.mins = np.full(2 * self.first_leaf, np.inf) if track_min else None
-        # each tree with the ufunc that makes a parent from its two children
-        self._trees = [(self.sums, np.add)]
-        if track_min:
-            self._trees.append((self.mins, np.minimum))
 
     @property
     def total(self) -> float:
         return float(self.sums[1])
-
-    @property
-    def min(self) -> float:
-        if self.mins is None:
-            raise ValueError("this tree keeps no minimum: build it with track_min=True")
-        return float(self.mins[1])
 
     def leaves(self, slots) -> np.ndarray:
         return self.sums[self.first_leaf + np.asarray(slots)]
@@ -52,21 +38,19 @@ class SumMinTree:
         """Set leaves `slots` to `values`, then recompute their ancestors level by level.
 
         Deep levels (many nodes): only the parents of the touched nodes, all at once,
-        parent = f(left child, right child). A parent reached twice is written twice with the
+        parent = left child + right child. A parent reached twice is written twice with the
         same value, so duplicate slots are safe (for a slot given twice, the last value wins).
         Shallow levels (few nodes): the whole level in one vectorised op, cheaper than
         gathering and scattering the touched parents.
         """
         nodes = self.first_leaf + np.asarray(slots, dtype=np.int64)
-        for tree, _ in self._trees:
-            tree[nodes] = values
+        self.sums[nodes] = values
         level = self.depth  # the level `nodes` are on
         while level > 0 and 2 ** (level - 1) > self.WHOLE_LEVEL_FACTOR * len(nodes):
             nodes = nodes >> 1
             left = nodes << 1
             right = left + 1
-            for tree, combine in self._trees:
-                tree[nodes] = combine(tree[left], tree[right])
+            self.sums[nodes] = self.sums[left] + self.sums[right]
             level -= 1
         for parent_level in reversed(range(level)):
             self._recompute(2**parent_level, 2 ** (parent_level + 1))
@@ -83,8 +67,7 @@ class SumMinTree:
             return
         lo = self.first_leaf + first_slot
         hi = lo + len(values)
-        for tree, _ in self._trees:
-            tree[lo:hi] = values
+        self.sums[lo:hi] = values
         while hi - lo > 1:
             lo, hi = lo // 2, (hi + 1) // 2  # the parents of nodes [lo, hi)
             self._recompute(lo, hi)
@@ -93,22 +76,20 @@ class SumMinTree:
     def _recompute(self, first: int, end: int) -> None:
         """Nodes [first, end) from their children [2 first, 2 end): strided slices."""
         left, right = slice(2 * first, 2 * end, 2), slice(2 * first + 1, 2 * end, 2)
-        for tree, combine in self._trees:
-            combine(tree[left], tree[right], out=tree[first:end])
+        np.add(self.sums[left], self.sums[right], out=self.sums[first:end])
 
     def _recompute_path(self, node: int) -> None:
         """Every ancestor of `node`, whose own value is up to date, in one vectorised pass.
 
-        Going up, each ancestor is f(the previous one, the sibling of the previous one), and
-        no sibling on the path changes: so the ancestors are a running f over [node, its
-        sibling, its parent's sibling, ...], e.g. a cumulative sum. `f.accumulate` adds in
-        the same order as the level-by-level recompute, so the sums come out bit for bit equal.
+        Going up, each ancestor is the previous one plus the sibling of the previous one, and
+        no sibling on the path changes: so the ancestors are a cumulative sum over [node, its
+        sibling, its parent's sibling, ...]. `np.add.accumulate` adds in the same order as the
+        level-by-level recompute, so the sums come out bit for bit equal.
         """
         path = node >> self._levels[:node.bit_length()]   # node, its parent, ..., the root (1)
         terms = np.empty_like(path)         # node, then the sibling of each path node but the root
         terms[0], terms[1:] = node, path[:-1] ^ 1
-        for tree, combine in self._trees:
-            tree[path[1:]] = combine.accumulate(tree[terms])[1:]
+        self.sums[path[1:]] = np.add.accumulate(self.sums[terms])[1:]
 
     def find_prefix_sum(self, targets: np.ndarray) -> np.ndarray:
         """For each target u in [0, total), the slot i with  sum_{j<i} v_j <= u < sum_{j<=i} v_j.

@@ -22,14 +22,14 @@ The maths, one small function each (tests and notebook 06 call exactly these):
 A time-limit end (`truncated`) is NOT a terminal state: the target still bootstraps from s'.
 
 The roles, each a Ray actor, fill in the shared bases of `course_lib.roles`: `RolloutWorker`
-and `Learner` (wraps `SACLearner`, a plain class that tests use without Ray, and holds the
+and `SACLearnerActor` (wraps `SACLearner`, a plain class that tests use without Ray, and holds the
 uniform replay buffer); the evaluator and the parameter server are the shared ones. `SACTrainer` is
 the driver (`course_lib.distributed`): it hands out chunks of work and holds the
 update-to-data ratio (learner updates per env step) at `utd_ratio`.
 
 Two modules: `learner` is the maths and one update without Ray (the squashed Gaussian actor,
 the twin critics, the losses, `SACLearner`); `parallel` is the config, the Ray actors and the
-driver (`SACConfig`, `RolloutWorker`, `Learner`, `SACTrainer`; `SACTrainer.train(cfg)`
+driver (`SACConfig`, `RolloutWorker`, `SACLearnerActor`, `SACTrainer`; `SACTrainer.train(cfg)`
 trains). Every name below is importable from `course_lib.sac` itself.
 """
 
@@ -50,9 +50,9 @@ from course_lib.sac.learner import (
 )
 from course_lib.sac.parallel import (
     ALGORITHM as ALGORITHM,
-    Learner as Learner,
     RolloutWorker as RolloutWorker,
     SACConfig as SACConfig,
+    SACLearnerActor as SACLearnerActor,
     SACTrainer as SACTrainer,
     deterministic_policy as deterministic_policy,
     deterministic_returns as deterministic_returns,

@@ -1,7 +1,7 @@
 """SAC's maths and one learner update, without Ray: the tanh-squashed Gaussian policy, the twin
 critics, the target and the three losses (one small function each, as the package docstring
 writes them), Polyak averaging, and `SACLearner`, which tests use on their own and the
-`Learner` actor of `course_lib.sac.parallel` wraps.
+`SACLearnerActor` of `course_lib.sac.parallel` wraps.
 """
 
 from __future__ import annotations

@@ -123,9 +123,9 @@ class RolloutWorker(Worker):
 
 
 @remote_learner
-class Learner(LearnerActor):
+class SACLearnerActor(LearnerActor):
     """A SACLearner on uniform batches from the buffer it holds. Ask Ray for a GPU
-    (`Learner.options(num_gpus=1)`) and the SACLearner finds it through
+    (`SACLearnerActor.options(num_gpus=1)`) and the SACLearner finds it through
     `torch.cuda.is_available()`; without one it trains on the CPU."""
 
     def make_learner(self, cfg: SACConfig, obs_dim: int, act_dim: int) -> SACLearner:
@@ -158,7 +158,7 @@ class SACTrainer(DistributedTrainer):
     """
 
     algo, config_class = "sac", SACConfig
-    Worker, Learner = RolloutWorker, Learner
+    Worker, Learner = RolloutWorker, SACLearnerActor
     worker_name = "rollout worker"
     learner_metrics = ("critic_loss", "actor_loss", "alpha", "entropy", "q_mean")
 

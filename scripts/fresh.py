@@ -1,0 +1,209 @@
+"""`make fresh`: every committed output whose code has changed since the commit it records.
+
+    python scripts/fresh.py [--report]
+
+An output is a notebook (its metadata `course.commit`, written by `scripts/notebooks.py
+execute`), a benchmark result `bench/results/*.json` (its `meta.commit`, written by
+`bench/benchlib.py`) or a figure `bench/figures/*.png` (the commit of the JSON it is drawn
+from). Its code is:
+
+- a notebook: `course_lib/**.py` and the notebook's own code cells;
+- a result or figure: `course_lib/**.py` and `bench/**.py`.
+
+The code is compared at the recorded commit and in the working tree with comments and
+docstrings ignored (`ast.dump` of each file with its docstrings stripped; a notebook's code
+cells one by one, IPython's `%` and `!` lines left out), so rewording a docstring does not make
+an output stale and changing a statement does. An output that records no commit is listed as
+"no provenance"; one that ran on uncommitted code (`<commit>-dirty`) as stale.
+
+Exit status 1 when an output is stale or has no provenance, 0 when every output is fresh;
+`--report` always exits 0 (CI prints the list without failing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts.provenance, run as a file
+from scripts.provenance import CODE, DIRTY, ROOT, git  # noqa: E402
+
+NOTEBOOK_CODE = ("course_lib",)
+RESULT_CODE = CODE
+
+
+@dataclass
+class Output:
+    """A committed output, the commit it records (None: none) and the code it depends on."""
+
+    path: str                      # relative to the repository
+    commit: str | None
+    code: tuple[str, ...]          # folders whose .py files it depends on
+    own: str | None = None         # a notebook: itself (its code cells are code too)
+    recorded: str = ""             # what it records instead of a commit, if anything
+
+
+def strip_docstrings(tree: ast.AST) -> ast.AST:
+    """`tree` without the docstrings of its module, classes and functions."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def normalized_python(text: str) -> str:
+    """What of a Python source counts as code: its AST without docstrings (comments and layout
+    are not in an AST); the text itself when it does not parse."""
+    try:
+        return ast.dump(strip_docstrings(ast.parse(text)))
+    except SyntaxError:
+        return text
+
+
+def normalized_notebook(text: str) -> str:
+    """A notebook's code cells, each normalized like a .py file (magics and shell lines out)."""
+    cells = json.loads(text).get("cells", [])
+    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+               for c in cells if c.get("cell_type") == "code"]
+    code = ["\n".join(line for line in s.splitlines() if not line.lstrip().startswith(("%", "!")))
+            for s in sources]
+    return "\n".join(normalized_python(s) for s in code)
+
+
+def normalized(path: str, text: str) -> str:
+    return normalized_notebook(text) if path.endswith(".ipynb") else normalized_python(text)
+
+
+def files_at(commit: str, folders, root: Path) -> dict[str, str]:
+    """{path: blob hash} of the .py files under `folders` at `commit`."""
+    out = git("ls-tree", "-r", commit, "--", *folders, root=root)
+    return {line.split("\t", 1)[1]: line.split()[2] for line in out.splitlines()
+            if line.endswith(".py")}
+
+
+def files_now(folders, root: Path) -> dict[str, str]:
+    """{path: blob hash} of the .py files under `folders` in the working tree."""
+    paths = sorted(str(p.relative_to(root)) for folder in folders
+                   for p in (root / folder).rglob("*.py") if "__pycache__" not in p.parts)
+    hashes = git("hash-object", "--", *paths, root=root).split() if paths else []
+    return dict(zip(paths, hashes, strict=True))
+
+
+class Repository:
+    """The repository's code at each commit, read once per (commit, file)."""
+
+    def __init__(self, root: Path = ROOT):
+        self.root = root
+        self._text: dict[tuple[str, str], str | None] = {}
+
+    def text(self, commit: str | None, path: str) -> str | None:
+        """`path` at `commit` (None: the working tree); None when it does not exist there."""
+        key = (commit or "", path)
+        if key not in self._text:
+            if commit is None:
+                file = self.root / path
+                self._text[key] = file.read_text() if file.exists() else None
+            else:
+                try:
+                    self._text[key] = git("show", f"{commit}:{path}", root=self.root)
+                except RuntimeError:
+                    self._text[key] = None
+        return self._text[key]
+
+    def changed(self, output: Output) -> list[str]:
+        """The files of `output`'s code whose code (not comments or docstrings) differs between
+        its commit and the working tree."""
+        then, now = files_at(output.commit, output.code, self.root), files_now(output.code,
+                                                                                self.root)
+        candidates = sorted(p for p in then.keys() | now.keys() if then.get(p) != now.get(p))
+        if output.own:
+            candidates.append(output.own)
+        changed = []
+        for path in candidates:
+            old, new = self.text(output.commit, path), self.text(None, path)
+            if old is None or new is None or normalized(path, old) != normalized(path, new):
+                changed.append(path)
+        return changed
+
+
+def recorded_commit(value) -> str | None:
+    """A recorded commit, or None when there is none (or it says it is unknown)."""
+    return value if isinstance(value, str) and value and not value.startswith("unknown") else None
+
+
+def outputs(root: Path = ROOT) -> list[Output]:
+    """Every committed output with the commit it records."""
+    tracked = set(git("ls-files", "notebooks", "bench", root=root).splitlines())
+    found = []
+    for path in sorted(p for p in tracked if p.startswith("notebooks/") and p.endswith(".ipynb")):
+        meta = json.loads((root / path).read_text()).get("metadata", {}).get("course", {})
+        found.append(Output(path, recorded_commit(meta.get("commit")), NOTEBOOK_CODE, own=path,
+                            recorded=str(meta.get("commit") or "")))
+    results = {}
+    for path in sorted(p for p in tracked if p.startswith("bench/results/")
+                       and p.endswith(".json")):
+        meta = json.loads((root / path).read_text()).get("meta", {})
+        results[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE,
+                                          recorded=str(meta.get("commit") or ""))
+    found += results.values()
+    for path in sorted(p for p in tracked if p.startswith("bench/figures/")
+                       and p.endswith(".png")):
+        source = max((name for name in results if Path(path).stem.startswith(name)),
+                     key=len, default=None)
+        found.append(Output(path, results[source].commit if source else None, RESULT_CODE,
+                            recorded=f"{results[source].path}: {results[source].recorded}"
+                            if source else "no result it is drawn from"))
+    return found
+
+
+def check(root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """(status, output, detail) for each output: status "fresh", "stale" or "no provenance"."""
+    repo = Repository(root)
+    rows = []
+    for output in outputs(root):
+        if output.commit is None:
+            rows.append(("no provenance", output.path, "records no commit"
+                         + (f" ({output.recorded})" if output.recorded else "")))
+            continue
+        commit = output.commit.removesuffix(DIRTY)
+        try:
+            changed = repo.changed(Output(output.path, commit, output.code, output.own))
+        except RuntimeError:
+            rows.append(("stale", output.path, f"{commit[:10]} is not in this repository"))
+            continue
+        if output.commit.endswith(DIRTY):
+            rows.append(("stale", output.path, f"ran on uncommitted changes to {commit[:10]}"))
+        elif changed:
+            shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more"
+                                              if len(changed) > 4 else "")
+            rows.append(("stale", output.path, f"since {commit[:10]}: {shown} changed"))
+        else:
+            rows.append(("fresh", output.path, commit[:10]))
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", action="store_true",
+                        help="list only, exit 0 even when something is stale (CI)")
+    args = parser.parse_args(argv)
+    rows = check()
+    for status, path, detail in rows:
+        print(f"{status:<14} {path}: {detail}")
+    not_fresh = [row for row in rows if row[0] != "fresh"]
+    print(f"{len(rows) - len(not_fresh)} of {len(rows)} outputs fresh"
+          + ("" if not not_fresh else
+             ": re-run what is listed (make bench, make notebooks) from committed code"))
+    return 0 if args.report or not not_fresh else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

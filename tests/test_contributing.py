@@ -1,0 +1,103 @@
+"""CONTRIBUTING.md's map of the code notebooks and decks show is checked, not hand-kept: every
+name it lists resolves (import + getattr), and it lists exactly what each notebook's
+`show_source(...)` cells and each deck's `{{source ...}}` show, file by file."""
+
+import importlib
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTION = "## Code the notebooks and decks show"
+
+
+def listed() -> dict[str, set[str]]:
+    """{file: names} from the table of CONTRIBUTING.md's section on shown code."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`") and "/" in cells[0]:
+            rows[cells[0].strip("`")] = set(re.findall(r"`([^`]+)`", cells[1]))
+    return rows
+
+
+def aliases(code: str) -> dict[str, str]:
+    """{name in the notebook: dotted name under course_lib (or bench.<file>)} from its imports."""
+    out = {}
+    for module, names in re.findall(r"^\s*from (course_lib[\w.]*) import ([\w, ]+)", code, re.M):
+        prefix = module.removeprefix("course_lib").lstrip(".")
+        for name in (n.strip() for n in names.split(",")):
+            out[name] = f"{prefix}.{name}" if prefix else name
+    bench_file = r'spec_from_file_location\("(\w+)",\s*REPO / "bench" / "(\w+)\.py"'
+    for alias, file in re.findall(bench_file, code):
+        out[alias] = f"bench.{file}"
+    for file, alias in re.findall(r"^\s*from bench import (\w+) as (\w+)", code, re.M):
+        out[alias] = f"bench.{file}"
+    return out
+
+
+def normal(name: str, alias: dict[str, str]) -> str:
+    name = name.removeprefix("course_lib.").replace(".__ray_actor_class__", "")
+    head, _, rest = name.partition(".")
+    head = alias.get(head, head)
+    return f"{head}.{rest}" if rest else head
+
+
+def shown() -> dict[str, set[str]]:
+    """{file: names} that notebooks show with show_source and decks with {{source ...}}."""
+    out = {}
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                 if c["cell_type"] == "code"]
+        alias = aliases("\n".join(cells))
+        names = {normal(arg.strip(), alias) for cell in cells
+                 for args in re.findall(r"(?<!def )show_source\(([^)]*)\)", cell)
+                 for arg in args.split(",") if arg.strip()}
+        if names:
+            out[f"notebooks/{path.name}"] = names
+    for path in sorted((ROOT / "slides").glob("[0-9][0-9]_*.md")):
+        names = {normal(n, {}) for args in re.findall(r"\{\{source ([^}]*)\}\}", path.read_text())
+                 for n in args.split()}
+        if names:
+            out[f"slides/{path.name}"] = names
+    return out
+
+
+def resolve(name: str):
+    """The object `name` (under course_lib, or bench.<file>.<attr> for bench/<file>.py)."""
+    parts = name.split(".")
+    if parts[0] == "bench":
+        spec = importlib.util.spec_from_file_location(f"bench_{parts[1]}",
+                                                      ROOT / "bench" / f"{parts[1]}.py")
+        obj = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(obj)
+        parts = parts[2:]
+    else:
+        obj = importlib.import_module("course_lib")
+    for part in parts:
+        obj = getattr(obj, "__ray_actor_class__", obj)   # a Ray actor: its class's methods
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            obj = importlib.import_module(f"{obj.__name__}.{part}")   # a submodule not imported
+    return obj
+
+
+def test_the_map_lists_exactly_what_each_notebook_and_deck_shows():
+    have, want = listed(), shown()
+    assert want, "found no show_source cells: has the notebook format changed?"
+    problems = [f"{file}: shown but not listed: {sorted(want.get(file, set()) - names)}; "
+                f"listed but not shown: {sorted(names - want.get(file, set()))}"
+                for file, names in {**want, **have}.items()
+                if have.get(file, set()) != want.get(file, set())]
+    assert not problems, "update CONTRIBUTING.md's table:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", sorted({n for names in listed().values() for n in names}))
+def test_every_listed_name_resolves(name):
+    assert resolve(name) is not None

@@ -1,0 +1,119 @@
+"""scripts/fresh.py and scripts/provenance.py on a throwaway git repository: an output is stale
+when a statement of its code changed since the commit it records, not when a docstring or a
+comment did; outputs that record no commit are listed as such."""
+
+import json
+import subprocess
+
+import nbformat
+import pytest
+
+from scripts import fresh, notebooks, provenance
+
+LIB = '"""A module."""\n\n\ndef f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n'
+
+
+def _git(root, *args):
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def _commit(root, message="c"):
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", message)
+    return provenance.head(root)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A repository with one library module, one notebook and one result with its figure, the
+    outputs recording the commit of the code they came from."""
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "config", "user.email", "t@example.com")
+    _git(tmp_path, "config", "user.name", "t")
+    (tmp_path / "course_lib").mkdir()
+    (tmp_path / "course_lib" / "lib.py").write_text(LIB)
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "figures").mkdir()
+    (tmp_path / "bench" / "speed.py").write_text("print(1)\n")
+    (tmp_path / "notebooks").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%matplotlib inline\nx = 1")])
+    nbformat.write(nb, tmp_path / "notebooks" / "01_a.ipynb")
+    code = _commit(tmp_path)
+    nb.metadata["course"] = {"commit": code}
+    nbformat.write(nb, tmp_path / "notebooks" / "01_a.ipynb")
+    (tmp_path / "bench" / "results" / "speed.json").write_text(
+        json.dumps({"meta": {"commit": code}, "rows": []}))
+    (tmp_path / "bench" / "results" / "old.json").write_text(
+        json.dumps({"meta": {"commit": "unknown: measured before provenance"}}))
+    (tmp_path / "bench" / "figures" / "speed_curve.png").write_bytes(b"png")
+    _commit(tmp_path, "outputs")
+    return tmp_path
+
+
+def _status(root) -> dict[str, str]:
+    return {path: status for status, path, _ in fresh.check(root)}
+
+
+def test_outputs_of_unchanged_code_are_fresh_and_unrecorded_ones_have_no_provenance(repo):
+    assert _status(repo) == {"notebooks/01_a.ipynb": "fresh", "bench/results/speed.json": "fresh",
+                             "bench/results/old.json": "no provenance",
+                             "bench/figures/speed_curve.png": "fresh"}
+
+
+def test_a_changed_docstring_or_comment_is_not_stale(repo):
+    (repo / "course_lib" / "lib.py").write_text(
+        LIB.replace("Twice x.", "Double x, reworded.").replace("# doubled", "# times two"))
+    assert _status(repo)["bench/results/speed.json"] == "fresh"
+    assert _status(repo)["notebooks/01_a.ipynb"] == "fresh"
+
+
+def test_a_changed_statement_makes_every_output_of_that_code_stale(repo):
+    (repo / "course_lib" / "lib.py").write_text(LIB.replace("2 * x", "3 * x"))
+    status = _status(repo)
+    assert status["notebooks/01_a.ipynb"] == "stale"
+    assert status["bench/results/speed.json"] == "stale"
+    assert status["bench/figures/speed_curve.png"] == "stale"       # drawn from speed.json
+    detail = {path: d for _, path, d in fresh.check(repo)}
+    assert "course_lib/lib.py" in detail["bench/results/speed.json"]
+
+
+def test_bench_code_stales_results_only_and_a_notebook_its_own_cells(repo):
+    (repo / "bench" / "speed.py").write_text("print(2)\n")
+    assert _status(repo)["bench/results/speed.json"] == "stale"
+    assert _status(repo)["notebooks/01_a.ipynb"] == "fresh"
+    nb = nbformat.read(repo / "notebooks" / "01_a.ipynb", as_version=4)
+    nb.cells[0].source = "%matplotlib inline\nx = 2"
+    nbformat.write(nb, repo / "notebooks" / "01_a.ipynb")
+    assert _status(repo)["notebooks/01_a.ipynb"] == "stale"
+
+
+def test_a_run_on_uncommitted_code_is_stale_and_exit_status_follows_report(repo, monkeypatch):
+    data = json.loads((repo / "bench" / "results" / "speed.json").read_text())
+    data["meta"]["commit"] += provenance.DIRTY
+    (repo / "bench" / "results" / "speed.json").write_text(json.dumps(data))
+    assert _status(repo)["bench/results/speed.json"] == "stale"
+    monkeypatch.setattr(fresh, "ROOT", repo)
+    monkeypatch.setattr(fresh.check, "__defaults__", (repo,))
+    assert fresh.main([]) == 1 and fresh.main(["--report"]) == 0
+
+
+def test_stamp_names_the_uncommitted_files(repo):
+    assert provenance.stamp(("course_lib",), repo)["uncommitted"] == []
+    (repo / "course_lib" / "lib.py").write_text(LIB + "y = 1\n")
+    stamp = provenance.stamp(("course_lib",), repo)
+    assert stamp["commit"].endswith(provenance.DIRTY)
+    assert stamp["uncommitted"] == ["course_lib/lib.py"]
+    (repo / "course_lib" / "lib.py").write_text(LIB)
+    (repo / "bench" / "results" / "speed.json").write_text("{}")     # an output, not code
+    assert provenance.stamp(("course_lib", "bench"), repo)["uncommitted"] == []
+
+
+def test_notebooks_execute_refuses_uncommitted_code_unless_allowed(repo):
+    notebook = repo / "notebooks" / "01_a.ipynb"
+    head = provenance.head(repo)
+    assert notebooks.code_stamp(notebook, root=repo) == head
+    (repo / "bench" / "speed.py").write_text("print(3)\n")
+    with pytest.raises(RuntimeError, match=r"^uncommitted changes \(bench/speed.py\): commit "
+                                           r"them first.*--allow-dirty\)$"):
+        notebooks.code_stamp(notebook, root=repo)
+    assert notebooks.code_stamp(notebook, allow_dirty=True, root=repo) == head + "-dirty"
