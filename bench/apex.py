@@ -24,15 +24,15 @@ import ray
 
 from bench.benchlib import Recording, Stopwatch, parser, private_ray_tmp
 from course_lib import init_ray
-from course_lib.apex import ApexConfig, train_apex
-from course_lib.dqn import DQNConfig, train_dqn
+from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.dqn import DQNConfig, DQNTrainer
 
 GOAL = 475.0
 TARGETS = {"apex-4 median env steps": 100_000, "apex-4 median seconds": 180.0}
 VARIANTS = {  # name -> (train function, config class, overrides)
-    "dqn": (train_dqn, DQNConfig, {}),
-    "apex-2": (train_apex, ApexConfig, {"num_workers": 2}),
-    "apex-4": (train_apex, ApexConfig, {"num_workers": 4}),
+    "dqn": (DQNTrainer.train, DQNConfig, {}),
+    "apex-2": (ApexTrainer.train, ApexConfig, {"num_workers": 2}),
+    "apex-4": (ApexTrainer.train, ApexConfig, {"num_workers": 4}),
 }
 
 

@@ -2,7 +2,7 @@
 
     python -m bench.is_weights [--quick] [--seeds 0 1 2 3 4 5] [--json PATH]
 
-The single-process DQN (`course_lib.dqn.train_dqn`, full-mode `DQNConfig()`: dueling, 3-step
+The single-process DQN (`course_lib.dqn.DQNTrainer.train`, full-mode `DQNConfig()`: dueling, 3-step
 double-Q, prioritized replay with alpha 0.6 and beta 0.4) trains on CartPole-v1 until the greedy
 10-episode evaluation reaches 475, once per seed and variant. Only the replay buffer changes:
 
@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from bench.benchlib import Recording, parser
-from course_lib.dqn import DQNConfig, train_dqn, trainer as dqn_trainer
+from course_lib.dqn import DQNConfig, DQNTrainer, trainer as dqn_trainer
 from course_lib.replay import PrioritizedReplayBuffer
 
 VARIANTS = {
@@ -82,12 +82,13 @@ def run_variant(name: str, seed: int, config: DQNConfig) -> dict:
     dqn_trainer.PrioritizedReplayBuffer = make_buffer
     try:
         start = time.perf_counter()
-        result = train_dqn(config.updated({"seed": seed}))
+        result = DQNTrainer.train(config.updated({"seed": seed}))
         seconds = time.perf_counter() - start
     finally:
         dqn_trainer.PrioritizedReplayBuffer = original
     if len(built) != 1:
-        raise RuntimeError(f"expected train_dqn to build one replay buffer, it built {len(built)}")
+        raise RuntimeError("expected DQNTrainer.train to build one replay buffer, it built "
+                           f"{len(built)}")
     return {"variant": name, "seed": seed, "reached": bool(result.reached),
             "env_steps": steps_to_goal(result.history, config.target_return),
             "seconds": seconds,

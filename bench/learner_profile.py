@@ -179,11 +179,11 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
         except OSError:                            # not Linux
             cpu0 = wait0 = None
         ray.get(trainer.learner.__ray_call__.remote(time_updates))
-        t0, updates0 = time.perf_counter(), trainer.counters["learner_updates"]
+        t0, updates0 = time.perf_counter(), trainer.counters.learner_updates
         while time.perf_counter() - t0 < seconds:
             trainer.step()
         wall = time.perf_counter() - t0
-        out["updates_s"] = round((trainer.counters["learner_updates"] - updates0) / wall, 1)
+        out["updates_s"] = round((trainer.counters.learner_updates - updates0) / wall, 1)
         timed = ray.get(trainer.learner.__ray_call__.remote(update_times))
         if timed["calls"]:
             out["one_update_ms"] = {"wall": round(timed["wall_s"] / timed["calls"] * 1e3, 3),

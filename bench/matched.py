@@ -9,7 +9,7 @@ runs four set-ups on the same machine in one go, one seed at a time:
 
 | set-up          | what                                                            |
 | --------------- | --------------------------------------------------------------- |
-| ours 64x64      | `train_sac`, the CLI default config (2 workers)                  |
+| ours 64x64      | `SACTrainer.train`, the CLI default config (2 workers)                  |
 | ours 256x256    | the same with SB3's network size                                |
 | sb3 256x256     | SB3 SAC, RL Zoo settings (`bench/sb3.py`)                        |
 | sb3 64x64       | the same with the workbook's network size                        |

@@ -315,9 +315,9 @@ def run_for(trainer_class, cfg, seconds: float) -> list[dict]:
         while time.perf_counter() - start < seconds:
             trainer.step()
             c = trainer.counters
-            samples.append({"t": time.perf_counter() - start, "env_steps": c["env_steps"],
-                            "updates": c["learner_updates"],
-                            "owed": trainer.updates_due() - c["learner_updates"],
+            samples.append({"t": time.perf_counter() - start, "env_steps": c.env_steps,
+                            "updates": c.learner_updates,
+                            "owed": trainer.updates_due() - c.learner_updates,
                             "cpu": cpu_seconds()})
     finally:
         trainer.close()

@@ -32,9 +32,9 @@ import ray
 
 from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
-from course_lib.apex import ApexConfig, train_apex
+from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.rllib_compare import RLlibConfig, train_rllib
-from course_lib.sac import SACConfig, train_sac
+from course_lib.sac import SACConfig, SACTrainer
 
 TARGET_RATIO = 0.5
 UPPER_BOUND_NOTE = "RLlib did not reach the goal within its budget: the ratio is an upper bound"
@@ -71,12 +71,12 @@ def contender_config(side: str, kind: str, task: str, seed: int, quick: bool):
         raise ValueError(f"side must be 'ours' or 'rllib', got {side!r}")
     if kind == "apex":
         extra = {"learning_starts": 200, "num_workers": 2} if quick else {"num_workers": 4}
-        return ApexConfig.preset(quick=False).updated({**common, **extra}), train_apex
+        return ApexConfig.preset(quick=False).updated({**common, **extra}), ApexTrainer.train
     if kind == "sac":
         extra = {"start_steps": 200, "learning_starts": 200} if quick else {}
         cfg = SACConfig.preset(quick=False)
         extra = {k: v for k, v in extra.items() if hasattr(cfg, k)}
-        return cfg.updated({**common, **extra}), train_sac
+        return cfg.updated({**common, **extra}), SACTrainer.train
     raise ValueError(f"no course_lib contender called {kind!r} (apex or sac)")
 
 

@@ -4,7 +4,7 @@ Pendulum-v1 (10 episodes), over 3 seeds; optionally LunarLanderContinuous-v3 to 
     python -m bench.sac [--quick] [--json bench/results/sac.json] [--seeds 0 1 2]
                        [--workers 2] [--lunar]
 
-Each seed is one `train_sac` run with the full-mode config (the one notebook 06 and
+Each seed is one `SACTrainer.train` run with the full-mode config (the one notebook 06 and
 `python -m course_lib train --algo sac` use), stopped when the tester's deterministic mean
 return reaches the goal or a budget runs out. The seconds count from the trainer's start
 (actors created, Ray already running) to the iteration whose test reached the goal; the env
@@ -29,7 +29,7 @@ import torch
 
 from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
-from course_lib.sac import SACConfig, train_sac
+from course_lib.sac import SACConfig, SACTrainer
 
 TARGETS = {"env_steps": 20_000, "time_s": 360.0}
 TASKS = {
@@ -47,7 +47,7 @@ def run_seed(env_id: str, seed: int, workers: int, overrides: dict) -> dict:
     """One training run; what it took to reach the goal (or how far it got)."""
     cfg = SACConfig().updated({"env_id": env_id, "seed": seed, "num_workers": workers,
                                **TASKS[env_id], **overrides})
-    result = train_sac(cfg)
+    result = SACTrainer.train(cfg)
     last = result.last
     return {"seed": seed, "reached": result.stopped_by == "eval_return",
             "stopped_by": result.stopped_by, "env_steps": last["env_steps"],

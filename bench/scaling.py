@@ -47,8 +47,8 @@ import ray
 from bench.benchlib import Recording, Stopwatch, parser, private_ray_tmp
 from bench.overhead import bare_learner_rate, explorer_step_costs
 from course_lib import init_ray
-from course_lib.apex import ApexConfig, train_apex
-from course_lib.dqn import DQNConfig, train_dqn
+from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.dqn import DQNConfig, DQNTrainer
 
 GOAL = 475.0
 LATENCIES = (0.0, 0.5, 2.0, 5.0)
@@ -81,10 +81,10 @@ def variant_config(variant: str, latency_ms: float, seed: int, budget: dict):
     name, _, n = variant.partition("-")
     common = {**budget, "seed": seed, "env_latency_ms": latency_ms}
     if name == "apex":
-        return train_apex, ApexConfig().updated({**common, "num_workers": int(n)})
+        return ApexTrainer.train, ApexConfig().updated({**common, "num_workers": int(n)})
     if name == "vec":
-        return train_dqn, DQNConfig().updated({**common, "num_envs": int(n)})
-    return train_dqn, DQNConfig().updated(common)
+        return DQNTrainer.train, DQNConfig().updated({**common, "num_envs": int(n)})
+    return DQNTrainer.train, DQNConfig().updated(common)
 
 
 def run_ours(variant: str, latency_ms: float, seed: int, budget: dict) -> dict:

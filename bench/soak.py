@@ -4,7 +4,7 @@
 
 The run has no goal: `target_return` None and a time budget, exactly what
 `python -m course_lib train --algo apex --config '{"num_workers": 8}'
---stop '{"eval_return": null, "time_s": 600}'` runs (`results.run_training` stops it at the
+--stop '{"eval_return": null, "time_s": 600}'` runs (`trainer.run_training` stops it at the
 first iteration past `max_time_s`). Every `SAMPLE_EVERY_S` seconds a sampler thread records
 the driver's resident memory (RSS) and the learner actor's, which holds the replay buffer
 (psutil on the process id the actor reports), the bytes in Ray's object store (cluster total minus
@@ -39,7 +39,7 @@ import ray
 from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
-from course_lib.results import run_training
+from course_lib.trainer import run_training
 
 SAMPLE_EVERY_S = 10.0
 STALL_S = 90.0
@@ -73,8 +73,8 @@ class Sampler(threading.Thread):
         store = ray.cluster_resources().get("object_store_memory", 0.0) - \
             ray.available_resources().get("object_store_memory", 0.0)
         row = {"t_s": round(time.perf_counter() - self.start_time, 1),
-               "env_steps": c["env_steps"], "inserted": c["inserted"],
-               "learner_updates": c["learner_updates"],
+               "env_steps": c.env_steps, "inserted": c.inserted,
+               "learner_updates": c.learner_updates,
                "object_store_mb": round(store / MB, 2)}
         for name, proc in self.procs.items():
             row[name] = round(proc.memory_info().rss / MB, 1)

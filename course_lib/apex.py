@@ -52,7 +52,6 @@ from course_lib.replay.nstep import NStepBuffer
 from course_lib.replay.uniform import transition_spec
 from course_lib.results import Algorithm
 from course_lib.roles import LearnerActor, Worker, remote_learner
-from course_lib.trainer import train_with
 
 
 @dataclass
@@ -116,7 +115,7 @@ class ApexTrainer(DistributedTrainer):
     """The Ape-X driver (`distributed.DistributedTrainer`) with explorers, a prioritized
     replay and a DQN learner. `epsilons`: each explorer's eps_i."""
 
-    algo = "apex"
+    algo, config_class = "apex", ApexConfig
     Worker, Learner = Explorer, ApexLearnerActor
     worker_name = "explorer"
     learner_metrics = ("loss", "q_mean")
@@ -131,7 +130,8 @@ class ApexTrainer(DistributedTrainer):
     def updates_per_transition(self) -> float:
         return self.cfg.replay_ratio / self.cfg.batch_size
 
-    def check_env(self, env) -> None:
+    @classmethod
+    def check_env(cls, env) -> None:
         require_discrete(env, "Ape-X")
 
     def transition_spec(self) -> dict:
@@ -154,15 +154,5 @@ class ApexTrainer(DistributedTrainer):
         return {**super().extras(), "epsilons": self.epsilons}
 
 
-def train_apex(config: ApexConfig, progress=None, run=None, restore: dict | str | None = None,
-               pieces: dict | None = None):
-    """Train Ape-X until a stop criterion of `config` holds; a `results.TrainResult` (see
-    `trainer.train_with` for progress, run and restore; `course_lib.pieces` for pieces).
-    Starts Ray if it is not running."""
-    return train_with(ApexTrainer, config, progress=progress, run=run, restore=restore,
-                      pieces=pieces)
-
-
 #: what `python -m course_lib train --algo apex` runs (see `course_lib.cli`)
-ALGORITHM = Algorithm(ApexConfig, train_apex, greedy_policy,
-                      lambda env: require_discrete(env, "Ape-X"))
+ALGORITHM = Algorithm(ApexTrainer, greedy_policy)

@@ -16,37 +16,30 @@ replaces the checkpoint's stop criteria (those it does not name are off); withou
 continues under the checkpoint's. One line says which, and criteria the checkpoint already
 meets are refused: the resumed run would stop at its first evaluation, on the old weights.
 
-A run writes `results/<algo>_<env>_<time>/` (see `course_lib.results`). Exit status: 0 when
+A run writes `results/<algo>_<env>_<time>/` (see `course_lib.runs`). Exit status: 0 when
 the goal (`eval_return`) was reached, or the budget used up when there was no goal; 1 when
 the budget ran out first; 2 for bad input (also an env that returns NaN or inf mid-run),
 with one `error: ...` line on stderr; 3 when Ray does not start (one line too); 4 when the
 run crashed (one line naming the part that failed, the traceback in the run's `error.txt`);
 130 when interrupted.
 
-Adding an algorithm: write a module with an `ALGORITHM = results.Algorithm(config class,
-train function, policy function, env check)` and name it in `ALGORITHMS` below. The module is
-imported only when it is used, so that a typo on the command line is reported in a second,
-before torch and Ray load.
+Adding an algorithm: write a module with an `ALGORITHM = results.Algorithm(trainer class,
+policy function)` and name it in `results.ALGORITHMS`. The module is imported only when it is
+used, so that a typo on the command line is reported in a second, before torch and Ray load.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
 import json
 import math
 import sys
 from pathlib import Path
 
+from course_lib import results, runs
 from course_lib.errors import first_line
-
-#: algorithm name -> the module whose `ALGORITHM` describes it
-ALGORITHMS: dict[str, str] = {
-    "apex": "course_lib.apex",
-    "dqn": "course_lib.dqn",
-    "sac": "course_lib.sac",
-}
+from course_lib.results import ALGORITHMS, STOP_KEYS
 
 EXIT_REACHED, EXIT_BUDGET, EXIT_USAGE, EXIT_NO_RAY, EXIT_CRASHED, EXIT_INTERRUPTED = (
     0, 1, 2, 3, 4, 130)
@@ -156,8 +149,6 @@ def parse_json_object(text: str, option: str) -> dict:
 
 def parse_stop(text: str) -> dict:
     """--stop JSON -> config overrides (eval_return -> target_return, ...)."""
-    from course_lib.results import STOP_KEYS
-
     stop = parse_json_object(text, "--stop")
     out = {}
     for key, value in stop.items():
@@ -178,7 +169,7 @@ def load_algorithm(name: str):
         close = difflib.get_close_matches(name, ALGORITHMS, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise UsageError(f"unknown algorithm {name!r}; {hint}known: {', '.join(ALGORITHMS)}")
-    return importlib.import_module(ALGORITHMS[name]).ALGORITHM
+    return results.load_algorithm(name)
 
 
 def check_env_id(env_id: str) -> None:
@@ -215,8 +206,6 @@ def make_checked_env(env_id: str, algorithm, **kwargs):
 # ---------------------------------------------------------------------------------------------
 
 def train(args) -> int:
-    from course_lib import results
-
     if args.help_config:
         algo_name = args.algo or "apex"
         if algo_name not in ALGORITHMS:
@@ -228,8 +217,8 @@ def train(args) -> int:
     meta = None
     if args.restore:
         try:
-            meta = results.read_checkpoint_meta(args.restore, args.algo, args.env)
-        except results.CheckpointError as err:
+            meta = runs.read_checkpoint_meta(args.restore, args.algo, args.env)
+        except runs.CheckpointError as err:
             raise UsageError(str(err)) from None
     algo_name = args.algo or (meta["algo"] if meta else "apex")
     if algo_name not in ALGORITHMS:
@@ -243,7 +232,7 @@ def train(args) -> int:
         if meta is not None:                     # the checkpoint's config, then the overrides
             cfg = algorithm.config().updated(meta["config"])
             if args.stop is not None:            # a new --stop replaces the old criteria
-                cfg = cfg.updated(dict.fromkeys(results.STOP_KEYS.values()))
+                cfg = cfg.updated(dict.fromkeys(STOP_KEYS.values()))
         else:
             cfg = algorithm.config.preset()      # quick mode (COURSE_QUICK=1) applies here
         if env_id is not None:
@@ -264,8 +253,8 @@ def train(args) -> int:
     checkpoint = None
     if meta is not None:
         try:
-            checkpoint = results.load_checkpoint(meta["path"], algo_name, cfg.env_id)
-        except results.CheckpointError as err:
+            checkpoint = runs.load_checkpoint(meta["path"], algo_name, cfg.env_id)
+        except runs.CheckpointError as err:
             raise UsageError(str(err)) from None
         try:                                     # do the saved weights fit the new config?
             algorithm.policy({**checkpoint, "config": cfg.to_dict()})
@@ -278,7 +267,7 @@ def train(args) -> int:
     torch.set_num_threads(1)                     # tiny networks: one thread is fastest
     params = {"algo": algo_name, "env_id": cfg.env_id, "config": cfg.to_dict(),
               "restored_from": meta["path"] if meta else None, "argv": sys.argv[1:]}
-    run = results.Run.create(args.results_dir, algo_name, cfg.env_id, params,
+    run = runs.Run.create(args.results_dir, algo_name, cfg.env_id, params,
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
@@ -286,7 +275,7 @@ def train(args) -> int:
     from course_lib.placement import NoGPUError
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
-    except (NonFiniteError, NoGPUError) as err:  # the env went bad mid-run, or no GPU
+    except (NonFiniteError, NoGPUError, runs.CheckpointError) as err:  # bad env, GPU, counters
         raise UsageError(f"{err}; results so far in {run.path}") from None
     except results.OutOfTime as err:             # before the first evaluation ended
         print(f"{err}; nothing was evaluated; results so far in {run.path}", file=sys.stderr)
@@ -310,8 +299,6 @@ def resume_line(cfg, meta: dict, new_stop: bool) -> str:
     """The one line a resume prints: where it starts and which stop criteria it continues under.
     UsageError if the checkpoint already meets one of them (the run would stop at its first
     evaluation, on the checkpoint's own weights and counters: it would prove nothing)."""
-    from course_lib.results import STOP_KEYS
-
     counters = meta.get("counters", {})
     reached = {"eval_return": meta.get("eval_return"), "env_steps": counters.get("env_steps", 0),
                "time_s": counters.get("time_s", 0.0)}
@@ -340,17 +327,15 @@ def resume_line(cfg, meta: dict, new_stop: bool) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def evaluate(args) -> int:
-    from course_lib import results
-
     try:
-        meta = results.read_checkpoint_meta(args.checkpoint)
-    except results.CheckpointError as err:
+        meta = runs.read_checkpoint_meta(args.checkpoint)
+    except runs.CheckpointError as err:
         raise UsageError(str(err)) from None
     check_env_id(meta["env_id"])
     algorithm = load_algorithm(meta["algo"])
     try:
-        checkpoint = results.load_checkpoint(meta["path"])
-    except results.CheckpointError as err:
+        checkpoint = runs.load_checkpoint(meta["path"])
+    except runs.CheckpointError as err:
         raise UsageError(str(err)) from None
     act = algorithm.policy(checkpoint)
     env = make_checked_env(meta["env_id"], algorithm,

@@ -172,10 +172,10 @@ class DistributedTrainer(Trainer):
         self.worker_returns: list[list[tuple[int, float]]] = [[] for _ in self.workers]
         self.lost = [0] * cfg.num_workers     # chunks lost in a row, per worker
         self.restarts = [0] * cfg.num_workers  # restarts each worker has reported
-        self.landed = self.counters["inserted"]   # transitions in the replay, highest report
+        self.landed = self.counters.inserted   # transitions in the replay, highest report
         self.resend_at = [0.0] * cfg.num_workers
         self.tasks: dict[ray.ObjectRef, tuple[str, int]] = {}   # in flight: (role, worker)
-        self.updates_submitted = self.counters["learner_updates"]
+        self.updates_submitted = self.counters.learner_updates
         self._learn_infos: list[dict] = []    # learner means since the last snapshot
 
     def _start_actors(self, res: dict[str, float], restore: dict | None) -> None:
@@ -232,7 +232,7 @@ class DistributedTrainer(Trainer):
         for n in chunks(due, self.updates_submitted, self._running("learn")):
             self.tasks[self.learner.train.remote(n)] = ("learn", 0)
             self.updates_submitted += n
-        if due - c["learner_updates"] > cfg.max_lag_updates:
+        if due - c.learner_updates > cfg.max_lag_updates:
             return                                # the learner is behind: workers wait
         now = time.perf_counter()
         for i, worker in enumerate(self.workers):
@@ -247,7 +247,7 @@ class DistributedTrainer(Trainer):
             return
         out = self._result(ref, "evaluator" if role == "evaluate" else "learner")
         if role == "learn":
-            self.counters["learner_updates"] = out.pop("updates")
+            self.counters.learner_updates = out.pop("updates")
             self._learn_infos.append(out)
         elif role == "snapshot":
             self._evaluating = self._take_snapshot(out)
@@ -282,7 +282,7 @@ class DistributedTrainer(Trainer):
         return self.snapshot(out["state"], out["weights"], out["updates"], **means,
                              **self.row_extras(),
                              replay_size=min(self.stored_now, self.cfg.buffer_size),
-                             worker_restarts=c["worker_restarts"])
+                             worker_restarts=c.worker_restarts)
 
     def _evaluate_next(self) -> None:
         """Send the snapshot's next evaluation, or mark it scored."""
@@ -313,15 +313,15 @@ class DistributedTrainer(Trainer):
             return
         self.lost[i] = 0
         self.pids[i] = out["pid"]
-        c["worker_restarts"] += out["restarts"] - self.restarts[i]   # as the worker counts them
+        c.worker_restarts += out["restarts"] - self.restarts[i]   # as the worker counts them
         self.restarts[i] = out["restarts"]
-        c["env_steps"] += out["env_steps"]
+        c.env_steps += out["env_steps"]
         if out["replay_inserted"] is not None:    # counted where the transitions landed ...
             self.landed = max(self.landed, self._inserted_at_start + out["replay_inserted"])
-        c["inserted"] = min(self.landed, c["env_steps"])   # ... up to the env steps counted
-        c["episodes"] += len(out["episode_returns"])
+        c.inserted = min(self.landed, c.env_steps)   # ... up to the env steps counted
+        c.episodes += len(out["episode_returns"])
         self.book_episodes(out["episode_returns"])
-        self.worker_returns[i] += [(c["env_steps"], r) for r in out["episode_returns"]]
+        self.worker_returns[i] += [(c.env_steps, r) for r in out["episode_returns"]]
 
     # -- one iteration ------------------------------------------------------------------
 
@@ -338,7 +338,7 @@ class DistributedTrainer(Trainer):
             now = time.perf_counter()
             if self._scored is None and now >= deadline:
                 raise OutOfTime(f"the time budget (max_time_s={cfg.max_time_s:g}) ran out while "
-                                f"iteration {self.counters['iteration'] + 1} waited for its "
+                                f"iteration {self.counters.iteration + 1} waited for its "
                                 "evaluation; that iteration was dropped")
             self._schedule()
             left = max(0.0, cfg.eval_every_s - (now - t0))
@@ -371,10 +371,6 @@ class DistributedTrainer(Trainer):
     def row_extras(self) -> dict[str, float]:
         """The algorithm's own columns of a progress row (Ape-X: the replay ratio)."""
         return {}
-
-    @abstractmethod
-    def check_env(self, env) -> None:
-        """ValueError (one line) if the algorithm cannot train on `env`."""
 
     @abstractmethod
     def transition_spec(self) -> dict:

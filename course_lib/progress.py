@@ -102,3 +102,25 @@ class LiveProgress:
                 f"<progress value='{frac:.3f}' max='1' style='width:220px'></progress> "
                 f"{_fmt(self.count)}/{_fmt(self.total)} {html.escape(self.unit)} "
                 f"&middot; {elapsed:.1f} s<table><tr>{cells}</tr></table></div>")
+
+
+def row_display(progress, config, algo: str):
+    """(show(row), close()) for a training run's `progress` argument (see
+    `trainer.run_training`): True makes a LiveProgress (notebook display or terminal bar),
+    a LiveProgress is fed each row, and any other callable is given each row as it is."""
+    if callable(progress) and not isinstance(progress, LiveProgress):
+        return progress, lambda: None
+    if progress is True:
+        progress = LiveProgress(total=config.max_env_steps, desc=f"{algo} {config.env_id}",
+                                unit="steps", plot="eval")
+
+    def show(row: dict) -> None:
+        metrics = {"eval": row["eval_return"], "train": row["train_return"],
+                   "updates": row["learner_updates"]}
+        for key, label in (("updates_per_s", "updates/s"), ("env_steps_per_s", "steps/s"),
+                           ("replay_size", "replay"), ("alpha", "entropy coef")):
+            if key in row:
+                metrics[label] = row[key]
+        progress.update(row["env_steps"], **metrics)
+
+    return show, progress.close

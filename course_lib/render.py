@@ -87,14 +87,12 @@ def write_gif(frames, path, fps: int = 30) -> None:
 def load_policy(checkpoint_path) -> tuple[dict, dict, object]:
     """(meta, checkpoint, act) of a checkpoint folder or run folder: act(obs) is the policy
     `course_lib evaluate` plays (greedy for DQN and Ape-X, tanh(mean) for SAC)."""
-    import importlib
+    from course_lib.results import load_algorithm
+    from course_lib.runs import load_checkpoint, read_checkpoint_meta
 
-    from course_lib import results
-    from course_lib.cli import ALGORITHMS
-
-    meta = results.read_checkpoint_meta(checkpoint_path)
-    algorithm = importlib.import_module(ALGORITHMS[meta["algo"]]).ALGORITHM
-    checkpoint = results.load_checkpoint(meta["path"])
+    meta = read_checkpoint_meta(checkpoint_path)
+    algorithm = load_algorithm(meta["algo"])
+    checkpoint = load_checkpoint(meta["path"])
     return meta, checkpoint, algorithm.policy(checkpoint)
 
 

@@ -23,7 +23,7 @@ was taken while its evaluator plays beside the training. Neither clock counts ev
 Where RLlib's numbers land: `algo.train()` on its own writes no files (`algo.logdir` stays
 empty); RLlib's result folders (params.json, result.json, progress.csv, TensorBoard events,
 checkpoints) come from running it under Ray Tune, in `~/ray_results/<experiment>/<trial>/`.
-Here a `results.Run` writes the same files in course_lib's layout instead.
+Here a `runs.Run` writes the same files in course_lib's layout instead.
 
 RLlib is an optional extra: importing this module works without it, building a config raises
 `RLlibMissingError` with the install command.
@@ -43,8 +43,8 @@ import numpy as np
 
 from course_lib.config import Config, quick_mode
 from course_lib.envs import evaluate_policy
-from course_lib.results import TrainResult, run_training
-from course_lib.trainer import evaluation_request, evaluation_score
+from course_lib.results import TrainResult
+from course_lib.trainer import Trainable, evaluation_request, evaluation_score, run_training
 
 INSTALL_HINT = ("RLlib is not installed (it is opt-in): run `make lab RLLIB=1`, or "
                 '`pip install -c requirements/lock.txt -e ".[attendee,rllib]"`, then restart '
@@ -215,11 +215,11 @@ def row_from_result(result: dict, iteration: int, time_s: float, batch_size: int
 
 
 # ---------------------------------------------------------------------------------------------
-# The training loop: course_lib's run_training with an RLlib Algorithm inside
+# The training loop: course_lib's `trainer.run_training` with an RLlib Algorithm inside
 # ---------------------------------------------------------------------------------------------
 
-class RLlibTrainer:
-    """Wraps an RLlib Algorithm in course_lib's trainer protocol (see `results`): each
+class RLlibTrainer(Trainable):
+    """Wraps an RLlib Algorithm in course_lib's trainer protocol (`trainer.Trainable`): each
     `step()` is one `algo.train()` (at least `eval_every_s` of training), then course_lib's
     evaluation of the weights it left; checkpoints are RLlib's, every `checkpoint_every`.
 
@@ -290,7 +290,7 @@ class RLlibTrainer:
 
 def train_rllib(cfg: RLlibConfig, progress=None, run=None) -> TrainResult:
     """Train until a stop criterion of `cfg` holds; returns a `results.TrainResult` whose
-    history rows match course_lib's. `run`: a `results.Run` for the progress files (CSV,
+    history rows match course_lib's. `run`: a `runs.Run` for the progress files (CSV,
     JSON lines, TensorBoard); RLlib checkpoints go to `<run>/checkpoints/`. Starts Ray
     (`init_ray`) if it is not running."""
     from course_lib.ray_setup import init_ray

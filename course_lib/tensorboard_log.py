@@ -1,5 +1,5 @@
 """TensorBoard: a run folder's event files, written by TensorBoard's own writer (through torch),
-and TensorBoard itself shown in a notebook. `results.Run` writes the files; nothing here knows
+and TensorBoard itself shown in a notebook. `runs.Run` writes the files; nothing here knows
 about an algorithm."""
 
 from __future__ import annotations

@@ -21,16 +21,9 @@ threshold picks lucky estimates, and fresh episodes are the unbiased second look
 A row is one moment: its counters, its score, and the training that led up to it (train
 returns, rates and learner means over the window between the previous snapshot and this one).
 
-Subclasses write `step()` (how to collect and learn for one iteration) and the few hooks below;
-`DQNTrainer` runs in one process, `distributed.DistributedTrainer` on Ray actors.
-
-| member             | meaning                                                              |
-| ------------------ | -------------------------------------------------------------------- |
-| `step()`           | one iteration; returns a progress row (see `row`)                    |
-| `state()`          | a checkpoint of the last evaluated snapshot                          |
-| `get_weights()`    | the policy weights of the last evaluated snapshot                    |
-| `updates_due()`    | learner updates owed so far (one rule for every algorithm)           |
-| `close()`          | release envs and actors                                              |
+`run_training` steps a `Trainable` (the protocol) until a stop criterion holds. `Trainer`, the
+skeleton, is one: a subclass writes `step()` and the abstract hooks, and `ApexTrainer.train(cfg)`
+builds one and runs it. `DQNTrainer` runs in one process, `DistributedTrainer` on Ray actors.
 """
 
 from __future__ import annotations
@@ -45,7 +38,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from course_lib.config import Config
-from course_lib.results import load_checkpoint, run_training
+from course_lib.results import STOP_KEYS, OutOfTime, TrainResult, stop_reason
+from course_lib.runs import CheckpointError, Run, load_checkpoint
 
 
 @dataclasses.dataclass
@@ -134,10 +128,36 @@ def evaluation_score(cfg, returns: list[float]) -> tuple[float, int]:
 
 
 @dataclasses.dataclass
+class Counters:
+    """A run's counters: what a checkpoint carries over to a resume (as a plain dict)."""
+
+    iteration: int = 0                # progress rows so far
+    env_steps: int = 0                # env steps played by the training workers
+    inserted: int = 0                 # transitions that reached the replay buffer
+    episodes: int = 0                 # training episodes finished
+    learner_updates: int = 0          # gradient steps of the learner
+    time_s: float = 0.0               # wall-clock seconds of training, over every start
+    evaluations: int = 0              # evaluations requested (each one gets fresh seeds)
+    starts: int = 0                   # resumes so far (each start gets new random streams)
+    worker_restarts: int = 0          # workers that died and were started again
+
+    @classmethod
+    def restored(cls, saved: dict) -> Counters:
+        """The counters a checkpoint saved (`dataclasses.asdict`), one start later."""
+        try:
+            counters = cls(**saved)
+        except TypeError:
+            raise CheckpointError(f"the checkpoint's counters {sorted(saved)} are from another "
+                                  "version of course_lib: retrain") from None
+        counters.starts += 1          # a resume: new random streams, fresh learning_starts
+        return counters
+
+
+@dataclasses.dataclass
 class Snapshot:
     """The learner at one moment: its state, the counters then, and its evaluation."""
 
-    counters: dict[str, Any]          # env_steps, learner_updates, time_s, ... when taken
+    counters: Counters                # env_steps, learner_updates, time_s, ... when taken
     state: dict[str, Any]             # the learner's state_dict (what a checkpoint holds)
     weights: dict[str, np.ndarray]    # the policy's weights (what evaluation plays)
     returns: list[float] = dataclasses.field(default_factory=list)   # evaluation episodes
@@ -148,7 +168,7 @@ class Snapshot:
     @property
     def version(self) -> int:
         """The weights version: the learner updates behind these weights."""
-        return int(self.counters["learner_updates"])
+        return int(self.counters.learner_updates)
 
 
 def mean_or_nan(values) -> float:
@@ -156,27 +176,67 @@ def mean_or_nan(values) -> float:
     return float(np.mean(values)) if len(values) else math.nan
 
 
-class Trainer(ABC):
+class Trainable(ABC):
+    """What `run_training` drives: the one trainer protocol (RLlib's wrapper in
+    `rllib_compare` implements it too). `state()` and `get_weights()` must be the weights the
+    last row's `eval_return` scored: the run stops on that row, saves and returns them."""
+
+    algo: ClassVar[str] = ""              # its name, e.g. "apex"
+
+    @abstractmethod
+    def step(self) -> dict[str, Any]:
+        """One iteration; a progress row that starts with `results.ROW_KEYS`."""
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """A checkpoint: {"algo", "env_id", "config", "iteration", "counters", ...}."""
+
+    @abstractmethod
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The policy weights as {name: numpy array}."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release envs and actors."""
+
+    def extras(self) -> dict[str, Any]:
+        """The algorithm's own records for the result and extras.json (none by default)."""
+        return {}
+
+
+class Trainer(Trainable):
     """Counters, the update debt, seeds, evaluated snapshots, rows and checkpoints."""
 
-    algo: ClassVar[str] = ""
+    config_class: ClassVar[type] = TrainerConfig   # what `train` and the command line build
 
     def __init__(self, config: TrainerConfig, restore: dict | None = None):
         self.cfg = config
         config.check()
-        c = self.counters = {"iteration": 0, "env_steps": 0, "inserted": 0, "episodes": 0,
-                             "learner_updates": 0, "time_s": 0.0, "evaluations": 0,
-                             "starts": 0, "worker_restarts": 0}
-        if restore is not None:
-            c.update(restore["counters"])
-            c["starts"] += 1              # a resume: new random streams, fresh learning_starts
+        c = self.counters = Counters() if restore is None else Counters.restored(
+            restore["counters"])
         # the replay buffer is not in a checkpoint: each start fills it again from empty
-        self._updates_at_start, self._inserted_at_start = c["learner_updates"], c["inserted"]
+        self._updates_at_start, self._inserted_at_start = c.learner_updates, c.inserted
         self.evaluated: Snapshot | None = None
-        self.start = time.perf_counter() - c["time_s"]
+        self.start = time.perf_counter() - c.time_s
         # the training window that the next snapshot closes (see `book_episodes`, `snapshot`)
         self._window_returns: list[float] = []
-        self._window_start = {k: c[k] for k in ("env_steps", "learner_updates", "time_s")}
+        self._window_start = dataclasses.replace(c)
+
+    @classmethod
+    def train(cls, config, progress=None, run: Run | None = None, restore=None,
+              pieces: dict | None = None) -> TrainResult:
+        """Train until a stop criterion of `config` holds (`run_training`); a TrainResult.
+        `progress`: True (live display or bar) or a callable given each row. `run`: a
+        `runs.Run` for rows and checkpoints. `restore`: a checkpoint (path or dict) of this
+        algorithm and env. `pieces`: the attendee's (`course_lib.pieces`), distributed only."""
+        if isinstance(restore, str | os.PathLike):
+            restore = load_checkpoint(restore, algo=cls.algo, env_id=config.env_id)
+        trainer = cls(config, restore, **({"pieces": pieces} if pieces else {}))
+        return run_training(trainer, config, progress=progress, run=run)
+
+    @classmethod
+    def check_env(cls, env) -> None:
+        """ValueError (one line) if the algorithm cannot train on `env` (default: any env)."""
 
     # -- what an algorithm says about itself --------------------------------------------------
 
@@ -185,20 +245,12 @@ class Trainer(ABC):
     def updates_per_transition(self) -> float:
         """Learner updates owed per inserted transition (DQN: replay_ratio / batch_size)."""
 
-    @abstractmethod
-    def step(self) -> dict[str, Any]:
-        """One iteration: collect, learn, evaluate a snapshot; returns `self.row(...)`."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release envs and actors."""
-
     # -- the shared rules ---------------------------------------------------------------------
 
     @property
     def stored_now(self) -> int:
         """Transitions inserted since this start (the buffer's fill, up to its capacity)."""
-        return self.counters["inserted"] - self._inserted_at_start
+        return self.counters.inserted - self._inserted_at_start
 
     @property
     def learning_start(self) -> int:
@@ -217,12 +269,12 @@ class Trainer(ABC):
     def ratio_held(self) -> float:
         """Learner updates done per transition past `learning_start`, in this start: the
         `updates_per_transition` the run actually held (0 before the learner starts)."""
-        updates = self.counters["learner_updates"] - self._updates_at_start
+        updates = self.counters.learner_updates - self._updates_at_start
         return updates / max(1, self.stored_now - self.learning_start)
 
     def seed(self, *stream: int | str) -> int:
         """A seed for `stream` in this start of the run (a resume gets new ones)."""
-        return derive_seed(self.cfg.seed, self.counters["starts"], *stream)
+        return derive_seed(self.cfg.seed, self.counters.starts, *stream)
 
     def book_episodes(self, returns: list[float]) -> None:
         """Training episodes that ended: their returns go into the next snapshot's window."""
@@ -234,24 +286,24 @@ class Trainer(ABC):
         every second so far) and the learner's own update count. It closes the training
         window: the train returns booked and the rates since the previous snapshot, and
         `learner_means` (the learner's loss and the like over the same window)."""
-        counters = {**self.counters, "learner_updates": int(learner_updates),
-                    "time_s": time.perf_counter() - self.start}
-        w0, seconds = self._window_start, max(counters["time_s"] - self._window_start["time_s"],
-                                              1e-9)
+        now = dataclasses.replace(self.counters, learner_updates=int(learner_updates),
+                                  time_s=time.perf_counter() - self.start)
+        w0 = self._window_start
+        seconds = max(now.time_s - w0.time_s, 1e-9)
         window = {"train_return": mean_or_nan(self._window_returns),
-                  "env_steps_per_s": (counters["env_steps"] - w0["env_steps"]) / seconds,
-                  "updates_per_s": (counters["learner_updates"] - w0["learner_updates"]) / seconds,
+                  "env_steps_per_s": (now.env_steps - w0.env_steps) / seconds,
+                  "updates_per_s": (now.learner_updates - w0.learner_updates) / seconds,
                   **learner_means}
         self._window_returns = []
-        self._window_start = {k: counters[k] for k in w0}
-        return Snapshot(counters, state, weights, window=window)
+        self._window_start = now
+        return Snapshot(now, state, weights, window=window)
 
     def next_evaluation(self, snapshot: Snapshot) -> tuple[int, int] | None:
         """(episodes, seed) of the evaluation `snapshot` needs next, or None once it is scored
         (`evaluation_request`'s rule); counts the evaluations, so seeds never repeat."""
-        request = evaluation_request(self.cfg, snapshot.returns, self.counters["evaluations"])
+        request = evaluation_request(self.cfg, snapshot.returns, self.counters.evaluations)
         if request is not None:
-            self.counters["evaluations"] += 1
+            self.counters.evaluations += 1
         return request
 
     def row(self, snapshot: Snapshot, **extra) -> dict[str, Any]:
@@ -259,13 +311,13 @@ class Trainer(ABC):
         (`evaluation_score`) and the training window that led to it, plus `extra` columns.
         Records `snapshot` as the one to save and return."""
         c, s = self.counters, snapshot.counters
-        c["iteration"] += 1
+        c.iteration += 1
         self.evaluated = snapshot
         score, episodes = evaluation_score(self.cfg, snapshot.returns)
         return {
-            "iteration": c["iteration"], "time_s": s["time_s"], "env_steps": s["env_steps"],
-            "learner_updates": s["learner_updates"], "eval_return": score,
-            "train_return": snapshot.window["train_return"], "episodes": s["episodes"],
+            "iteration": c.iteration, "time_s": s.time_s, "env_steps": s.env_steps,
+            "learner_updates": s.learner_updates, "eval_return": score,
+            "train_return": snapshot.window["train_return"], "episodes": s.episodes,
             "eval_episodes": episodes,
             "wall_s": time.perf_counter() - self.start,   # when this row's evaluation ended
             **{k: v for k, v in snapshot.window.items() if k != "train_return"},
@@ -278,11 +330,13 @@ class Trainer(ABC):
         snap, c = self.evaluated, self.counters
         if snap is None:
             raise RuntimeError("nothing evaluated yet: call step() before state()")
-        counters = {**snap.counters, **{k: c[k] for k in ("iteration", "evaluations", "starts",
-                                                          "worker_restarts")}}
+        counters = dataclasses.replace(snap.counters, iteration=c.iteration,
+                                       evaluations=c.evaluations, starts=c.starts,
+                                       worker_restarts=c.worker_restarts)
         score, episodes = evaluation_score(self.cfg, snap.returns)
         return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
-                "iteration": c["iteration"], "counters": counters, "learner": snap.state,
+                "iteration": c.iteration, "counters": dataclasses.asdict(counters),
+                "learner": snap.state,
                 "weights_version": snap.version,
                 "eval_return": score, "eval_episodes": episodes}
 
@@ -293,15 +347,49 @@ class Trainer(ABC):
         return self.evaluated.weights
 
 
-def train_with(trainer_class, config, progress=None, run=None, restore=None, pieces=None):
-    """Run `trainer_class(config, restore)` through `results.run_training`; a TrainResult.
+def run_training(trainer: Trainable, config, progress=None, run: Run | None = None
+                 ) -> TrainResult:
+    """Step `trainer` until a stop criterion of `config` holds; log, checkpoint, show progress.
 
-    `progress`: True for a live display (notebook) or bar (terminal), or a callable given each
-    row. `run`: a `results.Run` that logs rows and writes checkpoints. `restore`: a checkpoint
-    (path or loaded dict) to continue from; its algorithm and env must match. `pieces`: the
-    attendee's pieces a distributed trainer's workers use (`course_lib.pieces`).
+    `progress`: None (quiet), True (a LiveProgress: notebook display or terminal bar), a
+    LiveProgress, or a callable given each row (`progress.row_display`). The trainer is closed
+    at the end, also when the loop is interrupted. When the clock runs out in the middle of an
+    iteration (`OutOfTime`), the run ends on the last evaluated snapshot with stop reason
+    `time_s`; it re-raises when no iteration was evaluated yet.
     """
-    if isinstance(restore, str | os.PathLike):
-        restore = load_checkpoint(restore, algo=trainer_class.algo, env_id=config.env_id)
-    trainer = trainer_class(config, restore, **({"pieces": pieces} if pieces else {}))
-    return run_training(trainer, config, progress=progress, run=run)
+    history, stopped_by, checkpoint, note = [], None, None, ""
+    show = close_progress = lambda *row: None  # noqa: E731  (quiet unless asked)
+    try:
+        if all(getattr(config, key) is None for key in STOP_KEYS.values()):
+            raise ValueError("no stop criterion: set target_return, max_env_steps or "
+                             "max_time_s")
+        if progress is not None and progress is not False:
+            from course_lib.progress import row_display  # imports matplotlib: only when asked
+            show, close_progress = row_display(progress, config, trainer.algo)
+        while stopped_by is None:
+            try:
+                row = trainer.step()
+            except OutOfTime as err:
+                if not history:
+                    raise
+                stopped_by, note = "time_s", str(err)
+                last = history[-1]["iteration"]
+                if run is not None and run.checkpoint_due(last, final=True) \
+                        and not run.checkpoint_due(last):
+                    checkpoint = run.save_checkpoint(trainer.state())   # not saved yet
+                break
+            history.append(row)
+            stopped_by = stop_reason(row, config)
+            if run is not None:
+                run.log(row)
+                if run.checkpoint_due(row["iteration"], final=stopped_by is not None):
+                    checkpoint = run.save_checkpoint(trainer.state())
+            show(row)
+        weights, extras = trainer.get_weights(), trainer.extras()
+        if run is not None and extras:
+            run.save_extras(extras)
+    finally:
+        close_progress()
+        trainer.close()
+    reached = stopped_by == "eval_return" or config.target_return is None
+    return TrainResult(history, stopped_by, reached, weights, checkpoint, extras, note)

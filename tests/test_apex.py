@@ -50,7 +50,7 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
         # ... and never starved: it stays within the lag the explorers wait for
         lag = CFG.max_lag_updates + 2 * CFG.num_workers * CFG.worker_chunk * 4 / 32
         c = trainer.counters               # now (a row's counters are its snapshot's)
-        assert c["learner_updates"] >= 4 * (c["inserted"] - CFG.learning_starts) / 32 - lag
+        assert c.learner_updates >= 4 * (c.inserted - CFG.learning_starts) / 32 - lag
         assert set(rows[0]) >= {"iteration", "time_s", "env_steps", "learner_updates",
                                 "eval_return", "train_return", "replay_size"}
 
@@ -67,7 +67,7 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
         while trainer.pids[0] in (None, old_pid):
             rows.append(trainer.step())
             assert rows[-1]["iteration"] < last["iteration"] + 30, "explorer 0 never came back"
-        assert trainer.counters["worker_restarts"] >= 1   # a row shows it from its next snapshot
+        assert trainer.counters.worker_restarts >= 1   # a row shows it from its next snapshot
         rows.append(trainer.step())
         assert rows[-1]["worker_restarts"] >= 1 and rows[-1]["env_steps"] > before
         # the restarted explorer plays new episodes; the other one is untouched
@@ -228,7 +228,7 @@ def test_pin_learner_gives_the_learner_a_core_of_its_own(ray_local):
                              for w in trainer.workers])
         for _ in range(2):
             trainer.step()
-        played = trainer.counters["env_steps"]
+        played = trainer.counters.env_steps
     finally:
         trainer.close()
     assert cores == {last} and explorers == [set(range(last))] * CFG.num_workers

@@ -103,9 +103,9 @@ def test_quick_report_says_so(tmp_path):
 
 def test_each_side_of_the_rllib_benchmark_runs_its_own_implementation():
     """Both sides of Pendulum-v1 are "sac": the side, not the name, picks whose code runs."""
-    from course_lib.apex import ApexConfig, train_apex
+    from course_lib.apex import ApexConfig, ApexTrainer
     from course_lib.rllib_compare import RLlibConfig, train_rllib
-    from course_lib.sac import SACConfig, train_sac
+    from course_lib.sac import SACConfig, SACTrainer
 
     bench = _bench_module("rllib")
     seen = {}
@@ -119,7 +119,8 @@ def test_each_side_of_the_rllib_benchmark_runs_its_own_implementation():
         assert ours.target_return == theirs.target_return == spec["goal"]
         assert ours.max_env_steps == theirs.max_env_steps == spec["max_env_steps"]
         seen[task] = (type(ours), train_ours)
-    assert seen == {"CartPole-v1": (ApexConfig, train_apex), "Pendulum-v1": (SACConfig, train_sac)}
+    assert seen == {"CartPole-v1": (ApexConfig, ApexTrainer.train),
+                    "Pendulum-v1": (SACConfig, SACTrainer.train)}
 
 
 def test_sac_settings_counts_one_update_per_env_step_after_learning_starts():

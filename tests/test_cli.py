@@ -1,4 +1,4 @@
-"""Tests for the command line (course_lib.cli) and the run folder (course_lib.results).
+"""Tests for the command line (course_lib.cli) and the run folder (course_lib.runs).
 
 Bad input is checked in-process (fast: torch and Ray load once) and, for a sample of the
 errors, through `python -m course_lib` in a subprocess; one short Ape-X run goes end to end
@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from course_lib import cli, results
-from course_lib.results import (
+from course_lib import cli, results, runs
+from course_lib.runs import (
     CheckpointError,
     Run,
     load_checkpoint,
@@ -98,7 +98,7 @@ def test_checkpoints_keep_the_newest_n_and_load_back(tmp_path):
     for i in (2, 4, 6):
         run.save_checkpoint(fake_state(i))
     run.close()
-    assert [p.name for p in results.list_checkpoints(tmp_path)] == ["checkpoint_000004",
+    assert [p.name for p in runs.list_checkpoints(tmp_path)] == ["checkpoint_000004",
                                                                     "checkpoint_000006"]
     state = load_checkpoint(tmp_path)                                # a run folder: newest
     assert state["iteration"] == 6 and state["counters"]["env_steps"] == 60
@@ -138,7 +138,7 @@ def dqn_checkpoint(tmp_path_factory):
 
 def corrupt(checkpoint, tmp_path, what):
     copy = tmp_path / "ck"
-    shutil.copytree(results.find_checkpoint(checkpoint), copy)
+    shutil.copytree(runs.find_checkpoint(checkpoint), copy)
     if what == "meta":
         (copy / "meta.json").write_text("{not json")
     else:
@@ -406,7 +406,7 @@ def test_end_to_end_apex_run_in_quick_mode(tmp_path, capsys, ray_local):
     extras = json.loads((run / "extras.json").read_text())
     assert len(extras["worker_returns"]) == len(extras["worker_nodes"]) == 2
     assert extras["worker_nodes"] == [ray_local.get_runtime_context().get_node_id()] * 2
-    checkpoints = results.list_checkpoints(run)
+    checkpoints = runs.list_checkpoints(run)
     assert 1 <= len(checkpoints) <= 2
     assert checkpoints[-1].name == f"checkpoint_{int(rows[-1]['iteration']):06d}"
     meta = json.loads((checkpoints[-1] / "meta.json").read_text())

@@ -22,7 +22,8 @@ from course_lib.dqn import (
 )
 from course_lib.envs import make_env
 from course_lib.replay import NStepBuffer, stack_transitions
-from course_lib.results import Run, load_checkpoint, run_training
+from course_lib.runs import Run, load_checkpoint
+from course_lib.trainer import run_training
 
 
 class FixedQ(nn.Module):
@@ -246,7 +247,7 @@ SMALL = {"max_env_steps": 600, "learning_starts": 200, "steps_per_iteration": 30
 def test_train_dqn_holds_the_replay_ratio_and_stops_on_the_budget():
     cfg = DQNConfig().updated(SMALL)
     rows = []
-    result = dqn.train_dqn(cfg, progress=rows.append)
+    result = dqn.DQNTrainer.train(cfg, progress=rows.append)
     assert result.stopped_by == "env_steps" and result.reached   # no goal: the budget is it
     assert [r["iteration"] for r in rows] == [1, 2]
     last = rows[-1]

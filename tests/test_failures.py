@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import ray
 
-from course_lib import cli, envs, results
-from course_lib.apex import ApexConfig, ApexLearnerActor, ApexTrainer, train_apex
+from course_lib import cli, envs, results, runs
+from course_lib.apex import ApexConfig, ApexLearnerActor, ApexTrainer
 from course_lib.dqn import DQNConfig, DQNTrainer
 from course_lib.failures import PartFailedError, StartError
-from course_lib.results import OutOfTime, run_training
+from course_lib.results import OutOfTime
 from course_lib.roles import remote_learner
-from course_lib.trainer import Trainer, TrainerConfig
+from course_lib.trainer import Trainer, TrainerConfig, run_training
 
 TINY_APEX = ApexConfig.preset(quick=True).updated({
     "num_workers": 1, "hidden": (16,), "learning_starts": 200, "batch_size": 16,
@@ -120,7 +120,7 @@ class Stub(Trainer):
     updates_per_transition = 0.25
 
     def step(self):
-        if self.counters["iteration"]:
+        if self.counters.iteration:
             raise OutOfTime("the time budget ran out; that iteration was dropped")
         snap = self.snapshot({"w": 1}, {"w": np.zeros(1)}, 0)
         snap.returns = [1.0]
@@ -132,13 +132,13 @@ class Stub(Trainer):
 
 def test_a_run_that_runs_out_of_time_mid_iteration_ends_on_its_last_scored_snapshot(tmp_path):
     cfg = TrainerConfig(target_return=None, max_env_steps=None, max_time_s=60.0)
-    run = results.Run.create(tmp_path, "stub", "CartPole-v1", {}, checkpoint_at_end=True)
+    run = runs.Run.create(tmp_path, "stub", "CartPole-v1", {}, checkpoint_at_end=True)
     result = run_training(Stub(cfg), cfg, run=run)
     run.close()
     assert result.stopped_by == "time_s" and len(result.history) == 1
     assert result.checkpoint is not None and "dropped" in result.summary("stub", "CartPole-v1")
     never_scored = Stub(cfg)
-    never_scored.counters["iteration"] = 1      # its first step already runs out of time
+    never_scored.counters.iteration = 1      # its first step already runs out of time
     with pytest.raises(OutOfTime):              # nothing scored at all: no result to return
         run_training(never_scored, cfg)
 
@@ -216,7 +216,7 @@ def test_a_failed_start_frees_every_actor_and_the_next_run_finishes(ray_local):
     assert all_cpus_free()
 
     outcome = []                                 # a run that hangs fails here, not forever
-    thread = threading.Thread(target=lambda: outcome.append(train_apex(
+    thread = threading.Thread(target=lambda: outcome.append(ApexTrainer.train(
         TINY_APEX.updated({"num_workers": 2, "max_env_steps": 400}))), daemon=True)
     thread.start()
     thread.join(timeout=300)
@@ -293,12 +293,10 @@ def test_a_failing_unawaited_publish_surfaces_naming_the_call(ray_local, by_valu
 
 
 def test_a_crash_has_its_own_exit_status_and_one_line(tmp_path, monkeypatch, capsys):
-    algorithm = cli.load_algorithm("dqn")
-
     def crash(*args, **kwargs):
         raise PartFailedError("the learner died: killed")
 
-    monkeypatch.setattr(cli, "load_algorithm", lambda name: algorithm._replace(train=crash))
+    monkeypatch.setattr(DQNTrainer, "train", classmethod(crash))
     code = cli.main(["train", "--algo", "dqn", "--quiet", "--results-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == cli.EXIT_CRASHED == 4 and code not in (cli.EXIT_BUDGET, cli.EXIT_USAGE)

@@ -59,5 +59,5 @@ def test_dqn_steps_several_envs_as_one_batch(sleeps):
         trainer.close()
     assert row["env_steps"] == 200 and len(sleeps) == 50        # one wait per 4 env steps
     # every env's n-step window fills: all but the last n_step - 1 steps of each env land
-    assert trainer.counters["inserted"] >= 200 - 4 * (cfg.n_step - 1)
+    assert trainer.counters.inserted >= 200 - 4 * (cfg.n_step - 1)
     assert row["learner_updates"] > 0 and np.isfinite(row["loss"])

@@ -15,9 +15,9 @@ import pytest
 import ray
 
 from course_lib import pieces
-from course_lib.apex import ApexConfig, train_apex
+from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.failures import PartFailedError, StartError
-from course_lib.sac import SACConfig, train_sac
+from course_lib.sac import SACConfig, SACTrainer
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -103,7 +103,7 @@ def tally(notebook_main):
 def test_apex_trains_on_the_attendees_outbox(notebook_main, tally):
     chosen, said = pieces.yours(outbox=notebook_main["Outbox"])
     assert said == "explorer send step: yours" and chosen == {"outbox": notebook_main["Outbox"]}
-    result = train_apex(APEX, pieces={"outbox": notebook_main["TalliedOutbox"]})
+    result = ApexTrainer.train(APEX, pieces={"outbox": notebook_main["TalliedOutbox"]})
     added = ray.get(tally.read.remote())["added"]
     assert result.last["learner_updates"] > 0
     # every transition the replay reported stored went through the attendee's outbox
@@ -113,7 +113,7 @@ def test_apex_trains_on_the_attendees_outbox(notebook_main, tally):
 def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
     _, said = pieces.yours(weights_follower=notebook_main["WeightsFollower"])
     assert said == "weights follower: yours"
-    result = train_sac(SAC, pieces={"weights_follower": notebook_main["TalliedFollower"]})
+    result = SACTrainer.train(SAC, pieces={"weights_follower": notebook_main["TalliedFollower"]})
     steps = ray.get(tally.read.remote())["steps"]
     assert result.last["learner_updates"] > 0
     assert steps >= result.last["env_steps"] > 0     # each env step went through its step()
@@ -122,7 +122,7 @@ def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
 def test_apex_samples_through_the_attendees_descent(notebook_main, tally):
     _, said = pieces.yours(find_prefix_sum=notebook_main["find_prefix_sum"])
     assert said == "sum-tree descent: yours"
-    result = train_apex(APEX, pieces={"find_prefix_sum": notebook_main["tallied_descent"]})
+    result = ApexTrainer.train(APEX, pieces={"find_prefix_sum": notebook_main["tallied_descent"]})
     assert result.last["learner_updates"] > 0
     assert ray.get(tally.read.remote()).get("descents", 0) > 0   # sent from the learner
 
@@ -134,7 +134,7 @@ def off_by_one(sums, first_leaf, target):
     return max(0, find_prefix_sum(sums, first_leaf, target) - 1)
 ''', namespace)
     with pytest.raises(PartFailedError) as caught:
-        train_apex(APEX, pieces={"find_prefix_sum": namespace["off_by_one"]})
+        ApexTrainer.train(APEX, pieces={"find_prefix_sum": namespace["off_by_one"]})
     line = str(caught.value)
     assert re.match(r"^your find_prefix_sum broke its contract in the learner: for target "
                     r"\S+ it found slot \d+, the tree's own descent slot \d+$", line), line
@@ -185,7 +185,7 @@ def test_a_broken_outbox_ends_the_run_with_one_line_naming_it(notebook_main, kin
     namespace = dict(notebook_main)
     exec(source, namespace)
     with pytest.raises(PartFailedError) as caught:
-        train_apex(APEX.updated({"piece_timeout_s": 2.0}),
+        ApexTrainer.train(APEX.updated({"piece_timeout_s": 2.0}),
                    pieces={"outbox": namespace["Broken"]})
     assert re.match(message, str(caught.value)), str(caught.value)
 
@@ -201,7 +201,7 @@ class Lazy(WeightsFollower):
         pass
 ''', namespace)
     with pytest.raises(StartError) as caught:
-        train_sac(SAC, pieces={"weights_follower": namespace["Lazy"]})
+        SACTrainer.train(SAC, pieces={"weights_follower": namespace["Lazy"]})
     line = str(caught.value)
     assert re.match(r"^rollout worker \d could not start: your WeightsFollower broke its "
                     r"contract in rollout worker \d: it did not pull when created", line), line

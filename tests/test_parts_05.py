@@ -11,10 +11,10 @@ import pytest
 import ray
 
 from course_lib import pieces
-from course_lib.apex import train_apex
+from course_lib.apex import ApexTrainer
 from course_lib.dqn import epsilon_for_explorer
 from course_lib.failures import PieceError, StartError
-from course_lib.sac import SACConfig, train_sac
+from course_lib.sac import SACConfig, SACTrainer
 from tests.test_parts import APEX, cell
 
 PARTS = ("explorer_epsilons", "updates_allowed", "learner_chunks")
@@ -76,7 +76,7 @@ def test_apex_trains_on_the_attendees_05_parts(solutions):
                     "driver's learner calls: yours")
     tally = solutions["Tally"].options(name="tally05").remote()
     try:
-        result = train_apex(APEX, pieces={"explorer_epsilons": solutions["tallied_epsilons"],
+        result = ApexTrainer.train(APEX, pieces={"explorer_epsilons": solutions["tallied_epsilons"],
                                           "updates_allowed": solutions["tallied_throttle"],
                                           "learner_chunks": solutions["tallied_chunks"]})
         counts = ray.get(tally.read.remote())
@@ -125,12 +125,12 @@ def test_a_wrong_part_ends_the_run_with_one_line_naming_it(ray_local, key):
     namespace = {"__name__": "__main__"}
     exec(source, namespace)
     with pytest.raises(error) as caught:
-        train_apex(APEX, pieces={key: namespace["wrong"]})
+        ApexTrainer.train(APEX, pieces={key: namespace["wrong"]})
     line = str(caught.value)
     assert re.match(message, line) and "\n" not in line, line
 
 
 def test_the_throttle_needs_a_replay_ratio(ray_local, solutions):
     with pytest.raises(ValueError, match=r"^pieces: updates_allowed needs a replay ratio"):
-        train_sac(SACConfig.preset(quick=True),
+        SACTrainer.train(SACConfig.preset(quick=True),
                   pieces={"updates_allowed": solutions["updates_allowed"]})

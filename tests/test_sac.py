@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib import cli, results, sac
+from course_lib import cli, results, runs, sac
 from course_lib.envs import NonFiniteError, check_finite
 from course_lib.nets import get_weights
 from course_lib.placement import actor_resources
@@ -269,7 +269,7 @@ def test_end_to_end_sac_through_the_command_line(tmp_path, capsys, ray_local):
     assert int(last["env_steps"]) >= 600 and int(last["learner_updates"]) > 0
     # the update-to-data ratio holds: never more updates than transitions past the start
     assert int(last["learner_updates"]) <= int(last["env_steps"]) - TINY["learning_starts"]
-    [checkpoint] = results.list_checkpoints(run)
+    [checkpoint] = runs.list_checkpoints(run)
     extras = json.loads((run / "extras.json").read_text())
     assert extras["learner_device"] == "cpu" and len(extras["worker_returns"]) == 2
     meta = json.loads((checkpoint / "meta.json").read_text())
@@ -325,7 +325,7 @@ def test_a_non_finite_error_mid_run_is_one_line_through_the_cli(capsys, tmp_path
     def train(*args, **kwargs):
         raise NonFiniteError("Pendulum-v1 gave a non-finite observation at env step 3: [nan]")
 
-    monkeypatch.setattr(sac, "ALGORITHM", sac.ALGORITHM._replace(train=train))
+    monkeypatch.setattr(sac.SACTrainer, "train", classmethod(train))
     code = cli.main(["train", "--algo", "sac", "--quiet", "--results-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
@@ -341,7 +341,7 @@ def test_a_gpu_learner_on_a_local_instance_without_gpus_is_refused_in_one_line(r
     assert started_here()                       # this test process started the instance
     assert ray_local.cluster_resources().get("GPU", 0) == 0
     with pytest.raises(NoGPUError, match="set learner_gpus 0"):
-        sac.train_sac(SACConfig.preset().updated({"learner_gpus": 1, "num_workers": 1}))
+        sac.SACTrainer.train(SACConfig.preset().updated({"learner_gpus": 1, "num_workers": 1}))
     code = cli.main(["train", "--algo", "sac", "--env", "Pendulum-v1", "--quiet",
                      "--results-dir", str(tmp_path), "--config", '{"learner_gpus": 0.5}'])
     err = capsys.readouterr().err
@@ -363,7 +363,7 @@ def test_the_quick_run_trains_from_learning_starts_and_its_utd_column_is_the_rat
     learner may trail the ratio by the lag the workers wait for, never lead it."""
     cfg = SACConfig.preset(quick=True)
     assert cfg.max_env_steps < cfg.batch_size * 8   # the old start: 8 batches per request
-    result = sac.train_sac(cfg.updated({"max_time_s": 240.0}))
+    result = sac.SACTrainer.train(cfg.updated({"max_time_s": 240.0}))
     last = result.last
     assert result.stopped_by == "env_steps" and last["learner_updates"] > 0
     lag = cfg.max_lag_updates + cfg.learner_chunk + cfg.num_workers * cfg.worker_chunk

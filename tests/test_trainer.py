@@ -13,13 +13,15 @@ import pytest
 import ray
 import torch
 
-from course_lib import apex, dqn, envs, results, sac
+from course_lib import apex, dqn, envs, results, runs, sac
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.distributed import WorkerDiedError
 from course_lib.dqn import DQNConfig, DQNLearner, DQNTrainer
 from course_lib.nets import set_weights
 from course_lib.param_server import ParameterStoreActor
+from course_lib.runs import CheckpointError
 from course_lib.trainer import (
+    Counters,
     Snapshot,
     Trainer,
     TrainerConfig,
@@ -46,9 +48,9 @@ def test_updates_due_owes_nothing_for_the_transitions_that_fill_the_buffer():
     assert updates_due(1_000, 0.25, 1_000) == 0          # (the old rule owed 250 here)
     assert updates_due(1_400, 0.25, 1_000) == 100
     trainer = Stub(TrainerConfig(learning_starts=1_000, batch_size=64))
-    trainer.counters["inserted"] = 999
+    trainer.counters.inserted = 999
     assert trainer.updates_due() == 0
-    trainer.counters["inserted"] = 1_400
+    trainer.counters.inserted = 1_400
     assert trainer.updates_due() == 100
 
 
@@ -62,22 +64,38 @@ def test_the_first_update_is_owed_right_after_learning_starts(config, per_update
     assert cfg.batch_size * 8 > 1_000
     trainer = Stub(cfg)
     trainer.updates_per_transition = 1 / per_update     # SAC: utd 1; Ape-X: 16 / 256
-    trainer.counters["inserted"] = 1_000
+    trainer.counters.inserted = 1_000
     assert trainer.updates_due() == 0
-    trainer.counters["inserted"] = 1_000 + per_update
+    trainer.counters.inserted = 1_000 + per_update
     assert trainer.updates_due() == 1
     small = dataclasses.replace(cfg, learning_starts=10)
     assert Stub(small).learning_start == cfg.batch_size   # one batch at least
 
 
+def test_counters_are_typed_and_checkpoints_keep_their_plain_form():
+    """The counters are read as attributes; a checkpoint holds them as the plain dict of the
+    same nine keys as before (so checkpoints written by this code load), and counters from
+    another version are refused in one line that says to retrain."""
+    fresh = Stub(TrainerConfig())
+    assert isinstance(fresh.counters, Counters) and fresh.counters.env_steps == 0
+    saved = dataclasses.asdict(fresh.counters)
+    assert set(saved) == {"iteration", "env_steps", "inserted", "episodes", "learner_updates",
+                          "time_s", "evaluations", "starts", "worker_restarts"}
+    resumed = Stub(TrainerConfig(), restore={"counters": {**saved, "env_steps": 700}})
+    assert resumed.counters.env_steps == 700 and resumed.counters.starts == 1
+    with pytest.raises(CheckpointError, match="retrain") as err:
+        Stub(TrainerConfig(), restore={"counters": {**saved, "replay_size": 5}})
+    assert "\n" not in str(err.value) and "replay_size" in str(err.value)
+
+
 def test_after_a_resume_learning_starts_applies_again_and_the_seeds_change():
     fresh = Stub(TrainerConfig(learning_starts=1_000))
-    counters = {**fresh.counters, "inserted": 50_000, "learner_updates": 12_000}
+    counters = {**dataclasses.asdict(fresh.counters), "inserted": 50_000, "learner_updates": 12_000}
     resumed = Stub(TrainerConfig(learning_starts=1_000), restore={"counters": counters})
     assert resumed.updates_due() == 12_000               # the empty buffer is owed nothing
-    resumed.counters["inserted"] += 999
+    resumed.counters.inserted += 999
     assert resumed.updates_due() == 12_000
-    resumed.counters["inserted"] += 401
+    resumed.counters.inserted += 401
     assert resumed.updates_due() == 12_000 + 100
     assert resumed.seed("worker", 0) != fresh.seed("worker", 0)
     assert derive_seed(0, "evaluation", 1) != derive_seed(0, "evaluation", 2)
@@ -98,7 +116,7 @@ def test_each_evaluation_gets_fresh_seeds_and_a_goal_is_confirmed_on_more_episod
     high.returns += [90.0] * 20
     assert trainer.next_evaluation(high) is None
     assert len({seed1, seed2, seed3}) == 3               # no evaluation replays another's seeds
-    assert trainer.counters["evaluations"] == 3
+    assert trainer.counters.evaluations == 3
 
 
 @pytest.mark.parametrize("config", [DQNConfig, ApexConfig, sac.SACConfig])
@@ -144,15 +162,15 @@ def test_apex_stops_on_a_confirmed_goal_and_saves_the_weights_that_scored(ray_lo
     episodes of the same weights confirm it, and the run stops, saves and returns exactly
     those weights: replayed on the same seeds, the checkpoint scores the row's return."""
     cfg = TINY_APEX.updated({"target_return": 9.0})
-    run = results.Run(tmp_path / "run", checkpoint_at_end=True)
-    result = apex.train_apex(cfg, run=run)
+    run = runs.Run(tmp_path / "run", checkpoint_at_end=True)
+    result = apex.ApexTrainer.train(cfg, run=run)
     run.close()
     last = result.last
     assert result.stopped_by == "eval_return" and last["eval_episodes"] == 5   # the confirming
-    checkpoint = results.load_checkpoint(result.checkpoint)
+    checkpoint = runs.load_checkpoint(result.checkpoint)
     assert checkpoint["weights_version"] == last["learner_updates"]
     assert checkpoint["counters"]["env_steps"] == last["env_steps"]
-    meta = json.loads((result.checkpoint / results.META_FILE).read_text())
+    meta = json.loads((result.checkpoint / runs.META_FILE).read_text())
     assert meta["eval_return"] == pytest.approx(last["eval_return"])
     for name, value in result.weights.items():
         np.testing.assert_array_equal(checkpoint["learner"]["online"][name].numpy(), value)
@@ -202,22 +220,22 @@ def test_inserted_transitions_are_counted_where_they_land(ray_local):
     trainer = bare_apex()
     c = trainer.counters
     book(trainer, 0, 150)          # 50 of worker 1's transitions landed already
-    assert c["inserted"] == 100 == c["env_steps"]
+    assert c.inserted == 100 == c.env_steps
     book(trainer, 1, 120)          # worker 1's last add landed before worker 0's
-    assert c["inserted"] == 150 and c["env_steps"] == 200
+    assert c.inserted == 150 and c.env_steps == 200
     book(trainer, 1, None)         # sent nothing this chunk
-    assert c["inserted"] == 150 and c["env_steps"] == 300
+    assert c.inserted == 150 and c.env_steps == 300
     book(trainer, 0, 420)          # a crash lost 100 env steps whose transitions landed
-    assert c["inserted"] == 400 == c["env_steps"]
+    assert c.inserted == 400 == c.env_steps
 
 
 def test_two_restarts_between_two_results_count_two(ray_local):
     trainer = bare_apex()
     book(trainer, 0, None, restarts=2)    # one new pid, but Ray restarted it twice
-    assert trainer.counters["worker_restarts"] == 2
+    assert trainer.counters.worker_restarts == 2
     book(trainer, 0, None, restarts=2)
     book(trainer, 1, None, restarts=1)
-    assert trainer.counters["worker_restarts"] == 3
+    assert trainer.counters.worker_restarts == 3
 
 
 class CrashingExplorer(apex.Explorer.__ray_actor_class__):
@@ -267,7 +285,7 @@ def test_sac_rollout_workers_restart_like_explorers(ray_local):
             trainer.step()
             if trainer.pids[0] != old_pid:
                 break
-        assert trainer.counters["worker_restarts"] == 2 and trainer.pids[0] == pid
+        assert trainer.counters.worker_restarts == 2 and trainer.pids[0] == pid
         assert trainer.step()["worker_restarts"] == 2     # the next snapshot's row says so
     finally:
         trainer.close()
@@ -346,10 +364,10 @@ def test_a_row_is_one_moment_its_counters_and_the_training_that_led_to_it():
     """Train returns and rates belong to the window that ends at the snapshot: what is booked
     after the snapshot (while it is evaluated) goes into the next row, not this one."""
     trainer = Stub(TrainerConfig())
-    trainer.counters["env_steps"] = 1_000
+    trainer.counters.env_steps = 1_000
     trainer.book_episodes([10.0, 30.0])
     first = trainer.snapshot({}, {}, 50, loss=0.5)
-    trainer.counters["env_steps"] = 3_000                 # trained on while it is evaluated
+    trainer.counters.env_steps = 3_000                 # trained on while it is evaluated
     trainer.book_episodes([200.0])
     first.returns = [1.0]
     row = trainer.row(first)
@@ -359,8 +377,8 @@ def test_a_row_is_one_moment_its_counters_and_the_training_that_led_to_it():
     second.returns = [2.0]
     row = trainer.row(second)
     assert row["train_return"] == 200.0
-    assert row["updates_per_s"] == pytest.approx(30 / (second.counters["time_s"]
-                                                       - first.counters["time_s"]))
+    assert row["updates_per_s"] == pytest.approx(30 / (second.counters.time_s
+                                                       - first.counters.time_s))
 
 
 # --- settings that cannot work are refused by check(), in one line -------------------------------

@@ -11,7 +11,7 @@ and the distributed version (`course_lib.apex`) calls exactly the same ones:
 5. one update: `DQNLearner.update` (gradient clipping, hard target-network copy every N updates);
 6. scoring: `greedy_returns`, the greedy policy over several episodes run side by side.
 
-`train_dqn` is the single-process baseline: one env, one prioritized buffer, the same learner.
+`DQNTrainer` is the single-process baseline: one env, one prioritized buffer, the same learner.
 
 The update rule, for a batch of n-step transitions (s, a, R, s', discount = gamma^k, terminated)
 sampled with probability P(i) and importance weights w_i:
@@ -23,7 +23,7 @@ sampled with probability P(i) and importance weights w_i:
 
 Two modules: `learner` holds the pieces Ape-X shares (1-6 above and `DQNSettings`, the config
 fields they read); `trainer` is the single-process baseline (`DQNConfig`, `DQNTrainer`,
-`train_dqn`). Every name below is importable from `course_lib.dqn` itself.
+whose `DQNTrainer.train(cfg)` trains). Every name below is importable from `course_lib.dqn` itself.
 """
 
 from course_lib.dqn.learner import (
@@ -49,5 +49,4 @@ from course_lib.dqn.trainer import (
     ALGORITHM as ALGORITHM,
     DQNConfig as DQNConfig,
     DQNTrainer as DQNTrainer,
-    train_dqn as train_dqn,
 )

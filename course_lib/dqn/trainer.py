@@ -25,7 +25,7 @@ from course_lib.replay.nstep import NStepBuffer, stack_transitions
 from course_lib.replay.prioritized import PrioritizedReplayBuffer
 from course_lib.replay.uniform import transition_spec
 from course_lib.results import Algorithm
-from course_lib.trainer import Trainer, mean_or_nan, train_with
+from course_lib.trainer import Trainer, mean_or_nan
 
 
 @dataclass
@@ -61,7 +61,7 @@ class DQNTrainer(Trainer):
     counters; the replay buffer starts empty and refills).
     """
 
-    algo = "dqn"
+    algo, config_class = "dqn", DQNConfig
 
     def __init__(self, config: DQNConfig, restore: dict | None = None):
         super().__init__(config, restore)
@@ -72,7 +72,7 @@ class DQNTrainer(Trainer):
         torch.manual_seed(self.seed("learner"))
         self.rng = np.random.default_rng(self.seed("explore"))
         self.envs = EnvBatch(cfg.env_id, cfg.num_envs, cfg.env_latency_ms, self.seed("env"))
-        require_discrete(self.envs.envs[0])
+        self.check_env(self.envs.envs[0])
         self.obs_dim, self.n_actions = env_dims(self.envs.envs[0])
         spec = transition_spec((self.obs_dim,), n_step=True)
         self.buffer = PrioritizedReplayBuffer(cfg.buffer_size, spec, alpha=cfg.priority_alpha,
@@ -82,6 +82,10 @@ class DQNTrainer(Trainer):
         if restore is not None:
             self.learner.load_state_dict(restore["learner"])
         self.episode_returns = np.zeros(cfg.num_envs)
+
+    @classmethod
+    def check_env(cls, env) -> None:
+        require_discrete(env)
 
     @property
     def updates_per_transition(self) -> float:
@@ -93,7 +97,7 @@ class DQNTrainer(Trainer):
         deadline = math.inf if cfg.max_time_s is None else self.start + cfg.max_time_s
         for _ in range(math.ceil(cfg.steps_per_iteration / cfg.num_envs)):
             # -- act in every env and store the n-step transitions that are complete -------
-            eps = linear_epsilon(c["env_steps"], cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
+            eps = linear_epsilon(c.env_steps, cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
             obs = self.envs.obs
             actions = epsilon_greedy_batch(learner.online, obs, eps, self.rng, self.n_actions)
             next_obs, rewards, terminated, truncated = self.envs.step(actions)
@@ -103,12 +107,12 @@ class DQNTrainer(Trainer):
                                  truncated[i])
                 if done:
                     self.buffer.add(stack_transitions(done))  # stored with the max priority
-                    c["inserted"] += len(done)
+                    c.inserted += len(done)
                 if terminated[i] or truncated[i]:
                     self.book_episodes([float(self.episode_returns[i])])
-                    c["episodes"] += 1
+                    c.episodes += 1
                     self.episode_returns[i] = 0.0
-            c["env_steps"] += cfg.num_envs
+            c.env_steps += cfg.num_envs
             # -- learn: the updates that are due (none before learning_starts) ------------
             while learner.updates < self.updates_due():
                 batch = self.buffer.sample(cfg.batch_size, beta=cfg.priority_beta)
@@ -117,7 +121,7 @@ class DQNTrainer(Trainer):
                 losses.append(info["loss"])
             if time.perf_counter() >= deadline:   # the clock ran out: evaluate what we have
                 break
-        c["learner_updates"] = learner.updates
+        c.learner_updates = learner.updates
         # -- evaluate exactly the weights a checkpoint of this iteration would hold ----------
         snapshot = self.snapshot(learner.state_dict(), learner.get_weights(), learner.updates,
                                  loss=mean_or_nan(losses))
@@ -131,11 +135,5 @@ class DQNTrainer(Trainer):
         self.envs.close()
 
 
-def train_dqn(config: DQNConfig, progress=None, run=None, restore: dict | str | None = None):
-    """Train single-process DQN until a stop criterion of `config` holds; a TrainResult
-    (see `trainer.train_with` for progress, run and restore)."""
-    return train_with(DQNTrainer, config, progress=progress, run=run, restore=restore)
-
-
 #: what `python -m course_lib train --algo dqn` runs (see `course_lib.cli`)
-ALGORITHM = Algorithm(DQNConfig, train_dqn, greedy_policy, require_discrete)
+ALGORITHM = Algorithm(DQNTrainer, greedy_policy)

@@ -1,8 +1,8 @@
 """The attendee's own pieces in the real trainer: one way to swap a piece in, by keyword.
 
-    apex.train_apex(cfg, pieces={"outbox": Outbox})                  # notebook 05's exercise
-    apex.train_apex(cfg, pieces={"find_prefix_sum": find_prefix_sum})  # notebook 04's
-    sac.train_sac(cfg, pieces={"weights_follower": WeightsFollower})  # notebook 06's exercise
+    apex.ApexTrainer.train(cfg, pieces={"outbox": Outbox})                   # notebook 05's
+    apex.ApexTrainer.train(cfg, pieces={"find_prefix_sum": find_prefix_sum})  # notebook 04's
+    sac.SACTrainer.train(cfg, pieces={"weights_follower": WeightsFollower})   # notebook 06's
 
 | key                | the exercise (notebook)                              | replaces          |
 | ------------------ | ---------------------------------------------------- | ----------------- |

@@ -29,8 +29,8 @@ update-to-data ratio (learner updates per env step) at `utd_ratio`.
 
 Two modules: `learner` is the maths and one update without Ray (the squashed Gaussian actor,
 the twin critics, the losses, `SACLearner`); `parallel` is the config, the Ray actors and the
-driver (`SACConfig`, `RolloutWorker`, `SACLearnerActor`, `SACTrainer`, `train_sac`). Every
-name below is importable from `course_lib.sac` itself.
+driver (`SACConfig`, `RolloutWorker`, `SACLearnerActor`, `SACTrainer`; `SACTrainer.train(cfg)`
+trains). Every name below is importable from `course_lib.sac` itself.
 """
 
 from course_lib.sac.learner import (
@@ -58,5 +58,4 @@ from course_lib.sac.parallel import (
     deterministic_policy as deterministic_policy,
     deterministic_returns as deterministic_returns,
     require_continuous as require_continuous,
-    train_sac as train_sac,
 )

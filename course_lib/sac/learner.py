@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -17,9 +17,6 @@ from torch import nn
 
 from course_lib.dqn.learner import batch_to_tensors, default_device, device_of
 from course_lib.nets import adam, get_weights, mlp, to_cpu
-
-if TYPE_CHECKING:
-    from course_lib.sac.parallel import SACConfig
 
 # ---------------------------------------------------------------------------------------------
 # 1. The policy: a tanh-squashed Gaussian
@@ -263,7 +260,19 @@ class SACLearner:
         self.updates = int(state["updates"])
 
 
-def make_learner(cfg: SACConfig, obs_dim: int, act_dim: int, device=None) -> SACLearner:
+class LearnerSettings(Protocol):
+    """The config fields `make_learner` reads (`parallel.SACConfig` has them; this module
+    does not import it: the dependency goes one way, parallel -> learner)."""
+
+    hidden: tuple[int, ...]
+    lr: float
+    alpha_lr: float
+    init_alpha: float
+    gamma: float
+    tau: float
+
+
+def make_learner(cfg: LearnerSettings, obs_dim: int, act_dim: int, device=None) -> SACLearner:
     return SACLearner(obs_dim, act_dim, tuple(cfg.hidden), cfg.lr, cfg.alpha_lr, cfg.init_alpha,
                       cfg.gamma, cfg.tau, device)
 

@@ -20,7 +20,6 @@ from course_lib.replay.uniform import transition_spec
 from course_lib.results import Algorithm
 from course_lib.roles import LearnerActor, Worker, remote_learner
 from course_lib.sac.learner import SACLearner, SquashedGaussianActor, make_learner, scale_action
-from course_lib.trainer import train_with
 
 
 @dataclass
@@ -158,7 +157,7 @@ class SACTrainer(DistributedTrainer):
     the replay buffer refills (the policy acts from the start: no random steps again).
     """
 
-    algo = "sac"
+    algo, config_class = "sac", SACConfig
     Worker, Learner = RolloutWorker, SACLearnerActor
     worker_name = "rollout worker"
     learner_metrics = ("critic_loss", "actor_loss", "alpha", "entropy", "q_mean")
@@ -167,7 +166,8 @@ class SACTrainer(DistributedTrainer):
     def updates_per_transition(self) -> float:
         return self.cfg.utd_ratio
 
-    def check_env(self, env) -> None:
+    @classmethod
+    def check_env(cls, env) -> None:
         require_continuous(env)
 
     def transition_spec(self) -> dict:
@@ -179,7 +179,7 @@ class SACTrainer(DistributedTrainer):
 
     def worker_options(self, index: int) -> dict[str, Any]:
         cfg = self.cfg
-        random = 0 if self.counters["starts"] else math.ceil(cfg.start_steps / cfg.num_workers)
+        random = 0 if self.counters.starts else math.ceil(cfg.start_steps / cfg.num_workers)
         return {"random_steps": random}
 
     def evaluation_functions(self) -> tuple:
@@ -188,15 +188,6 @@ class SACTrainer(DistributedTrainer):
 
     def row_extras(self) -> dict[str, float]:
         return {"utd": self.ratio_held()}
-
-
-def train_sac(config: SACConfig, progress=None, run=None, restore: dict | str | None = None,
-              pieces: dict | None = None):
-    """Train parallel SAC until a stop criterion of `config` holds; a `results.TrainResult`
-    (see `trainer.train_with` for progress, run and restore; `course_lib.pieces` for pieces).
-    Starts Ray if it is not running."""
-    return train_with(SACTrainer, config, progress=progress, run=run, restore=restore,
-                      pieces=pieces)
 
 
 def deterministic_policy(checkpoint: dict):
@@ -218,4 +209,4 @@ def deterministic_policy(checkpoint: dict):
 
 
 #: what `python -m course_lib train --algo sac` runs (see `course_lib.cli`)
-ALGORITHM = Algorithm(SACConfig, train_sac, deterministic_policy, require_continuous)
+ALGORITHM = Algorithm(SACTrainer, deterministic_policy)
