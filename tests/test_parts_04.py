@@ -18,7 +18,7 @@ import ray
 from test_parts import APEX, TALLY_ACTOR  # its quick Ape-X and its counting actor
 
 from course_lib import exercises, pieces
-from course_lib.apex import train_apex
+from course_lib.apex import ApexTrainer
 from course_lib.failures import PartFailedError, PieceError
 from course_lib.pieces import Given
 from course_lib.pieces.replay import install
@@ -96,7 +96,7 @@ def test_blank_exercises_are_left_out_and_said_so():
 def test_apex_draws_its_batches_with_the_attendees_steps(notebook_main, tally):
     own = {"stratified_targets": notebook_main["stratified_targets"],
            "importance_weights": notebook_main["importance_weights"]}
-    result = train_apex(APEX, pieces=own)
+    result = ApexTrainer.train(APEX, pieces=own)
     counts = ray.get(tally.read.remote())
     assert result.last["learner_updates"] > 0
     # one call of each per batch the learner sampled (the learner's snapshot is taken after)
@@ -105,7 +105,8 @@ def test_apex_draws_its_batches_with_the_attendees_steps(notebook_main, tally):
 
 
 def test_apex_draws_its_batches_with_the_attendees_assembled_sample(notebook_main, tally):
-    result = train_apex(APEX, pieces={"prioritized_sample": notebook_main["prioritized_sample"]})
+    result = ApexTrainer.train(
+        APEX, pieces={"prioritized_sample": notebook_main["prioritized_sample"]})
     counts = ray.get(tally.read.remote())
     assert result.last["learner_updates"] > 0
     # the assembled sample ran in the learner, and called the attendee's own steps
@@ -141,7 +142,7 @@ def test_a_wrong_piece_ends_the_run_with_one_line_naming_it(notebook_main, tally
     namespace = dict(notebook_main)
     exec(source, namespace)
     with pytest.raises(PartFailedError) as caught:
-        train_apex(APEX, pieces={key: namespace["wrong"]})
+        ApexTrainer.train(APEX, pieces={key: namespace["wrong"]})
     line = str(caught.value)
     assert re.match(message, line) and "\n" not in line, line
 

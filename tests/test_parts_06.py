@@ -132,7 +132,7 @@ def test_sac_trains_on_the_attendees_maths(notebook_main):  # noqa: F811  (the f
     tally = namespace["Tally"].options(name="tally").remote()
     try:
         tallied = {name: namespace["tallied"](name, fn) for name, fn in chosen.items()}
-        result = sac.train_sac(SAC, pieces=tallied)
+        result = sac.SACTrainer.train(SAC, pieces=tallied)
         counts = ray.get(tally.read.remote())
     finally:
         ray.kill(tally)
@@ -147,7 +147,7 @@ def test_a_wrong_maths_piece_ends_a_run_with_one_line(ray_local):
     namespace = notebook_namespace("solution")
     exec(WRONG["soft_target"][0], namespace)
     with pytest.raises(PartFailedError) as caught:
-        sac.train_sac(SAC, pieces={"soft_target": namespace["soft_target"]})
+        sac.SACTrainer.train(SAC, pieces={"soft_target": namespace["soft_target"]})
     assert re.match("^" + WRONG["soft_target"][1], str(caught.value)), str(caught.value)
 
 

@@ -100,7 +100,7 @@ def guard_sac_maths(given: Given, learner) -> None:
         keys = ", ".join(k for k in ("squashed_log_prob", "soft_target", "polyak")
                          if k in given.pieces)
         raise ValueError(f"pieces: {keys} are pieces of SAC's learner; pass them to "
-                         "sac.train_sac")
+                         "sac.SACTrainer.train")
     if "squashed_log_prob" in given.pieces:
         learner.actor.squashed_log_prob = LogProb(Guarded("squashed_log_prob", given))
     if "soft_target" in given.pieces:
