@@ -80,6 +80,17 @@ def cell(notebook: str, tag: str, name: str) -> str:
     raise LookupError(f"no {tag} cell defines {name} in notebook {notebook}")
 
 
+def notebook_namespace(notebook: str, tag: str, names, imports: str = "import numpy as np\n"
+                       "import ray") -> dict:
+    """A notebook-like `__main__` namespace: `imports`, then notebook `notebook`'s cells tagged
+    `tag` ("solution" or "exercise") of the exercises `names`, run as a notebook runs them."""
+    namespace = {"__name__": "__main__"}
+    exec(imports, namespace)
+    for name in names:
+        exec(cell(notebook, tag, name), namespace)
+    return namespace
+
+
 @pytest.fixture(scope="module")
 def notebook_main(ray_local):
     """A namespace like a notebook's `__main__`, with both solutions and the tallied pieces."""

@@ -15,7 +15,7 @@ import ray
 
 from course_lib import data_parallel, pg, pieces
 from course_lib.failures import PieceError
-from tests.test_parts import cell
+from tests.test_parts import notebook_namespace
 
 PG = pg.PGConfig.preset(quick=True).updated({
     "max_iterations": 6, "steps_per_worker": 300, "eval_every": 3, "eval_episodes": 1,
@@ -74,12 +74,8 @@ NAMES = ("VersionedWeights", "CachedWeights", "PrefetchedWeights", "average_grad
 
 def parts(tag: str) -> dict:
     """The notebook's cells tagged `tag` ("solution" or "exercise") run as a notebook runs them."""
-    namespace = {"__name__": "__main__"}
-    exec("import numpy as np\nimport ray\nfrom course_lib.param_server import pull_weights",
-         namespace)
-    for name in NAMES:
-        exec(cell("03", tag, name), namespace)
-    return namespace
+    return notebook_namespace("03", tag, NAMES, "import numpy as np\nimport ray\n"
+                              "from course_lib.param_server import pull_weights")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import nbformat
 import numpy as np
 import pytest
 import ray
+import test_parts
 from test_parts import APEX, TALLY_ACTOR  # its quick Ape-X and its counting actor
 
 from course_lib import exercises, pieces
@@ -23,6 +24,8 @@ from course_lib.failures import PartFailedError, PieceError
 from course_lib.pieces import Given
 from course_lib.pieces.replay import install
 from course_lib.replay import PrioritizedReplayBuffer
+
+tally = test_parts.tally   # the fixture: a fresh counting actor named "tally"
 
 NOTEBOOK = next((Path(__file__).resolve().parents[1] / "notebooks").glob("04_*.ipynb"))
 CELLS = nbformat.read(NOTEBOOK, as_version=4).cells
@@ -66,13 +69,6 @@ def notebook_main(ray_local):
     namespace = solutions()
     exec(TALLY, namespace)          # the parts from here on are counted
     return namespace
-
-
-@pytest.fixture
-def tally(notebook_main):
-    actor = notebook_main["Tally"].options(name="tally").remote()
-    yield actor
-    ray.kill(actor)
 
 
 def test_the_solutions_pass_their_checks_and_yours_says_so():

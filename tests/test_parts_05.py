@@ -15,23 +15,12 @@ from course_lib.apex import ApexTrainer
 from course_lib.dqn import epsilon_for_explorer
 from course_lib.failures import PieceError, StartError
 from course_lib.sac import SACConfig, SACTrainer
-from tests.test_parts import APEX, cell
+from tests.test_parts import APEX, TALLY_ACTOR, notebook_namespace
 
 PARTS = ("explorer_epsilons", "updates_allowed", "learner_chunks")
 
 # the explorers report to a named actor; the driver's parts count in this process
-TALLIED = '''
-@ray.remote(num_cpus=0)
-class Tally:
-    def __init__(self):
-        self.counts = {}
-
-    def count(self, key, n):
-        self.counts[key] = self.counts.get(key, 0) + n
-
-    def read(self):
-        return self.counts
-
+TALLIED = TALLY_ACTOR + '''
 
 driver_calls = {"updates_allowed": 0, "learner_chunks": 0}
 
@@ -55,11 +44,7 @@ def tallied_chunks(due, submitted, in_flight, chunk):
 
 def namespace_of(tag: str) -> dict:
     """A notebook-like `__main__` namespace with notebook 05's cells tagged `tag` of the parts."""
-    namespace = {"__name__": "__main__"}
-    exec("import numpy as np\nimport ray", namespace)
-    for name in PARTS:
-        exec(cell("05", tag, name), namespace)
-    return namespace
+    return notebook_namespace("05", tag, PARTS)
 
 
 @pytest.fixture(scope="module")
