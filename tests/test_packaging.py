@@ -22,7 +22,7 @@ from packaging.specifiers import SpecifierSet
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # this repository's own modules: the package, and the scripts that import each other by name
-LOCAL = {"course_lib", "bench", "scripts", "browser_support", "helper", "conftest"} | {
+LOCAL = {"course_lib", "bench", "scripts", "tests", "browser_support", "helper", "conftest"} | {
     path.stem for folder in ("bench", "scripts", "tests") for path in (ROOT / folder).glob("*.py")}
 
 
