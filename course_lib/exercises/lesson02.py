@@ -57,7 +57,8 @@ def check_collect(collect):
 
     from course_lib import pg
 
-    actors = [pg.EpisodeSampler.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
+    sampler = pg.EpisodeSampler.options(num_cpus=0)   # placed even if a CPU is still held
+    actors = [sampler.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
     policy = pg.make_policy(gym.make("CartPole-v1"), (16,))
     puts, calls, original_put = [], [], ray.put
 
@@ -213,7 +214,8 @@ def check_sync_iteration(sync_iteration):
     cfg = pg.PGConfig(steps_per_worker=64, hidden=(16,), seed=3)
     policy, optimizer = pg.make_policy_and_optimizer(cfg)
     twin, twin_optimizer = pg.make_policy_and_optimizer(cfg)          # same seed: same start
-    actors = [pg.EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma, seed) for seed in (5, 6)]
+    sampler = pg.EpisodeSampler.options(num_cpus=0)   # placed even if a CPU is still held
+    actors = [sampler.remote(cfg.env_id, cfg.hidden, cfg.gamma, seed) for seed in (5, 6)]
     calls: list = []
     try:
         batch = sync_iteration([_KeptSampler(a, calls) for a in actors], policy, optimizer, cfg)
