@@ -92,12 +92,14 @@ lint: $(STAMP)
 
 notebooks: $(STAMP)
 	$(BIN)/python scripts/notebooks.py execute
+	$(BIN)/python scripts/figures.py fill
 
 student: $(STAMP)
 	$(BIN)/python scripts/notebooks.py student --out build/student
 
 # The PDFs need Chromium: `make chromium` first (the build says so when it is missing).
 slides: $(STAMP)
+	$(BIN)/python scripts/figures.py fill
 	$(BIN)/python scripts/slides.py build --out build/slides
 
 # Debian/Ubuntu: apt-get install chromium, as root or through sudo, only when it is missing.
@@ -136,6 +138,7 @@ wheelhouse: | $(BIN)/python
 # on a quiet machine). QUICK=1 runs each benchmark's smoke version.
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all $(if $(QUICK),--quick,)
+	$(BIN)/python scripts/figures.py fill
 
 # Outputs whose code changed since the commit they record (comments and docstrings ignored);
 # fails when one is stale or records no commit. REPORT=1 lists without failing (CI).

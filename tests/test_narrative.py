@@ -1,4 +1,5 @@
-"""Numbers in notebook prose come from outputs: no measured-looking figure in a Markdown cell.
+"""Numbers in prose come from outputs: no measured-looking figure typed into a Markdown cell
+of a notebook, a deck, the FAQ, the instructor guide or the README.
 
 A measured number (a time, a rate, a speed-up, a percentage, a count of steps or updates) is
 printed by the code cell that measured it, as an f-string sentence, and the prose around it
@@ -35,7 +36,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+from scripts import figures
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 _NUM = r"(?<![\w.-])\d[\d,]*(?:\.\d+)?\s*[kKM]?"
 _WORD_NUM = r"\b(?:a|an|one|two|three|four|five|six|ten|half an?|a fraction of an?|a few|several)"
@@ -119,3 +123,70 @@ def test_the_benchmark_readings_quote_no_measured_numbers():
     found = measured_numbers(blocks.sub(" ", text))
     assert not found, ("bench/RESULTS.md: measured-looking numbers outside the generated "
                        f"blocks; word the reading qualitatively: {found}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The documents: decks, FAQ, instructor guide, README (scripts/figures.py fills their numbers)
+# ---------------------------------------------------------------------------------------------
+
+#: a planned allotment, not a measurement: "(6 min)", "(about 10 min)", "(free; allow 5 min)",
+#: "(15 min; the races run in quick mode)"
+_PLAN = re.compile(r"\((?:about |allow |[^()\n]*; allow )?\d+ min\b[^()]*\)")
+
+
+def document_prose(text: str) -> str:
+    """A document without what scripts/figures.py writes (markers, generated blocks) and
+    without planned minutes: what is left is typed by hand."""
+    text = figures.BLOCK.sub(" ", figures.MARKER.sub(" FIGURE ", text))
+    return _PLAN.sub(" ", text)
+
+
+@pytest.mark.parametrize("path", figures.DOCUMENTS, ids=[p.name for p in figures.DOCUMENTS])
+def test_documents_type_no_measured_numbers(path):
+    """A measured number in a deck, the FAQ, the instructor guide or the README is a marker
+    that scripts/figures.py fills from the notebook metadata or benchmark JSON it names."""
+    found = measured_numbers(document_prose(path.read_text()))
+    assert not found, (
+        f"{path.relative_to(ROOT)}: measured-looking numbers typed by hand: {found}; write a "
+        "marker <!--fig bench:NAME PATH FORMAT--><!--/fig--> (scripts/figures.py) or word "
+        "them qualitatively; planned minutes go in parentheses, '(6 min)'")
+
+
+def test_every_figure_in_the_documents_is_current():
+    stale = figures.stale()
+    assert not stale, ("figures in the documents differ from the outputs they name; run "
+                       "`python scripts/figures.py fill`:\n  " + "\n  ".join(stale))
+
+
+def test_the_documents_use_markers_and_the_agenda_table():
+    """The fill is in use: the guide's agenda table and at least one benchmark figure."""
+    text = {p.name: p.read_text() for p in figures.DOCUMENTS}
+    assert "<!-- generated: agenda -->" in text["INSTRUCTOR.md"]
+    sources = [m["source"] for t in text.values() for m in figures.MARKER.finditer(t)]
+    assert any(s.startswith("bench:") for s in sources)
+    assert any(s.startswith("nb:") for s in sources)
+
+
+def test_every_slot_keeps_time_for_slides_beside_exercises_and_the_run():
+    """A deck's `minutes:` covers its "Your turn"/demo minutes, its notebook's committed
+    full-mode run time and at least SLIDES_MIN minutes of slides."""
+    short = [f"{nb}: slot {slot}, exercises {ex}, run {run:.1f} min"
+             for nb, slot, ex, run, left in figures.agenda_rows() if left < figures.SLIDES_MIN]
+    assert not short, "slots too short for their exercises and run: " + "; ".join(short)
+
+
+def test_a_marker_is_filled_from_its_source_and_a_wrong_one_is_named(tmp_path):
+    text = ("took <!--fig nb:07_rllib duration_s .0f-->1<!--/fig--> s; "
+            "<!--fig bench:scaling summary[latency_ms=2,variant=dqn].seeds d-->0<!--/fig-->")
+    meta = figures.notebook_meta("07_rllib")
+    assert figures.filled(text).startswith(f"took <!--fig nb:07_rllib duration_s .0f-->"
+                                          f"{meta['duration_s']:.0f}<!--/fig--> s")
+    for source, message in (("nb:99_none duration_s .0f", "no notebook"),
+                            ("bench:scaling summary[variant=dqn].seeds d", "matches"),
+                            ("bench:scaling nothing d", "no key 'nothing'"),
+                            ("disk:x y z", "the kind is nb: or bench:")):
+        with pytest.raises(figures.FigureError, match=message):
+            figures.filled(f"<!--fig {source}-->?<!--/fig-->")
+    page = tmp_path / "page.md"
+    page.write_text("<!--fig nb:07_rllib duration_s .0f-->1<!--/fig-->")
+    assert figures.stale([page]) and "(1 -> " in figures.stale([page])[0]

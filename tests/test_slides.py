@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from browser_support import RequestLog, assert_not_blank
 
-from scripts import slides
+from scripts import figures, slides
 
 ROOT = Path(__file__).resolve().parents[1]
 DECKS = slides.deck_paths()
@@ -27,6 +27,7 @@ def built(artifacts) -> Path:
 
 def agenda_minutes(markdown: str) -> dict[str, int]:
     """{"00": 10, ...} from an agenda table whose rows start with a notebook number."""
+    markdown = figures.BLOCK.sub("", markdown)    # the guide's generated table is not an agenda
     rows = re.findall(r"^\|\s*(\d\d)[\w_]*\s*\|.*\|\s*(\d+)\s*\|\s*$", markdown, flags=re.M)
     return {number: int(minutes) for number, minutes in rows}
 
@@ -37,7 +38,7 @@ def agenda_minutes(markdown: str) -> dict[str, int]:
 
 def agenda_lessons(markdown: str) -> list[str]:
     """["00_setup_check", ...]: the first cell of each agenda row that names a notebook."""
-    return re.findall(r"^\|\s*(\d\d_\w+)\s*\|", markdown, flags=re.M)
+    return re.findall(r"^\|\s*(\d\d_\w+)\s*\|", figures.BLOCK.sub("", markdown), flags=re.M)
 
 
 def test_every_lesson_has_its_deck_and_agenda_rows():
