@@ -8,6 +8,8 @@ and they report to a named actor: what the driver reads there was counted in the
 """
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -18,6 +20,8 @@ from course_lib import pieces
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.failures import PartFailedError, StartError
 from course_lib.sac import SACConfig, SACTrainer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -217,3 +221,26 @@ class Lazy(WeightsFollower):
     assert re.match(r"^rollout worker \d could not start: your WeightsFollower broke its "
                     r"contract in rollout worker \d: it did not pull when created", line), line
     assert "\n" not in line
+
+
+def test_a_hung_piece_does_not_keep_the_process_from_exiting(tmp_path):
+    """A piece that never returns is reported (PieceError) and then left behind: the kernel,
+    the test run or the actor that called it still exits. (With a ThreadPoolExecutor, Python
+    joined the hung thread at exit and `pytest` hung after its last test.)"""
+    script = tmp_path / "hung.py"
+    script.write_text(
+        "import threading\n"
+        "from course_lib.failures import PieceError\n"
+        "from course_lib.pieces import Given, Guarded\n"
+        "def stuck(total, k, rng):\n"
+        "    threading.Event().wait()\n"
+        "given = Given({'stratified_targets': stuck}, 'a test', 0.2)\n"
+        "guarded = Guarded('stratified_targets', given)\n"
+        "try:\n"
+        "    guarded.call('stratified_targets()', guarded.cls, 1.0, 4, None)\n"
+        "except PieceError as err:\n"
+        "    print(err)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)   # a hang fails here, with TimeoutExpired
+    assert proc.returncode == 0, proc.stderr
+    assert "your stratified_targets did not return" in proc.stdout

@@ -49,7 +49,10 @@ descent finds; a batch has one slot per segment of the prefix sums, and its weig
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
+import weakref
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +183,32 @@ class Given:
             guard_sac_maths(self, learner)
 
 
+class PieceThread:
+    """One daemon thread that runs a piece's calls in order. Not a ThreadPoolExecutor: Python
+    joins an executor's threads when it exits, so one hung piece would keep the process (a
+    kernel, a test run, an actor) from ever exiting; a daemon thread is left behind instead."""
+
+    def __init__(self, name: str):
+        calls: queue.SimpleQueue = queue.SimpleQueue()
+        self.calls = calls
+        threading.Thread(target=self._serve, args=(calls,), name=name, daemon=True).start()
+        weakref.finalize(self, calls.put, None)          # the thread ends with its owner
+
+    @staticmethod
+    def _serve(calls: queue.SimpleQueue) -> None:
+        while (call := calls.get()) is not None:
+            future, fn, args = call
+            try:
+                future.set_result(fn(*args))
+            except BaseException as err:                 # handed to the caller, as a pool does
+                future.set_exception(err)
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        self.calls.put((future, fn, args))
+        return future
+
+
 class Guarded:
     """Builds and calls the attendee's piece `key`, each call on one thread of its own with a
     time limit, so that a failure or a hang becomes a `PieceError` naming the piece."""
@@ -187,7 +216,7 @@ class Guarded:
     def __init__(self, key: str, given: Given):
         self.cls, self.given = given.pieces[key], given   # a class, or a function
         self.name = PIECES[key][0]
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
+        self.pool = PieceThread(self.name)
         self.obj = None
 
     def build(self, *args) -> None:
