@@ -149,12 +149,22 @@ class Worker(ABC):
             if len(self.outbox) >= cfg.send_every:
                 sent = self.send()
                 inserted = inserted if sent is None else sent
-            if self.follower is not None:
-                self.follower.step(ended.any())
-            elif self.since_pull >= cfg.pull_every or (self.pull_at_episode_end and
-                                                      ended.any()):
-                self.version = pull_into(self.params, POLICY, self.net, self.version)
-                self.since_pull = 0
+            self.follow(ended.any())
+        return self.result(played, returns, inserted)
+
+    def follow(self, episode_ended: bool) -> None:
+        """After a step of every env: the attendee's follower is told; or this worker pulls the
+        newest weights if `pull_every` steps went by (or an episode ended, for SAC)."""
+        if self.follower is not None:
+            self.follower.step(episode_ended)
+        elif self.since_pull >= self.cfg.pull_every or (self.pull_at_episode_end and
+                                                        episode_ended):
+            self.version = pull_into(self.params, POLICY, self.net, self.version)
+            self.since_pull = 0
+
+    def result(self, played: int, returns: list[float], inserted: int | None) -> dict[str, Any]:
+        """What `run` returns, once everything it played is stored (the attendee's outbox
+        flushed, the last add waited for)."""
         if self.own_outbox is not None:           # the attendee's: everything given is stored
             self.send()
             inserted = self.own_outbox.flush()

@@ -178,3 +178,65 @@ def test_the_assembled_rollout_loop_is_checked(ray_local):
         exec(broken, namespace)
         result = exercises.check_rollout(namespace["rollout"])
         assert not result and message in result.message, result
+
+
+# -- the assembled rollout loop in the real rollout workers ----------------------------------
+
+TALLIED_ROLLOUT = '''
+def tallied_rollout(env, actor, follower, send, num_steps, send_every, seed):
+    ray.get_actor("tally").count.remote("rollout_steps", num_steps)
+    return rollout(env, actor, follower, send, num_steps, send_every, seed)
+'''
+
+
+def test_sac_trains_on_the_attendees_rollout_loop(notebook_main):  # noqa: F811  (the fixture)
+    namespace = {**notebook_main, **exercise_namespace("solution", "rollout")}
+    chosen, said = pieces.yours(rollout=namespace["rollout"])
+    assert said == "rollout worker's loop: yours"
+    exec(TALLIED_ROLLOUT, namespace)
+    tally = namespace["Tally"].options(name="tally").remote()
+    try:
+        result = sac.SACTrainer.train(SAC.updated({"num_envs": 1}),
+                                      pieces={"rollout": namespace["tallied_rollout"]})
+        counts = ray.get(tally.read.remote())
+    finally:
+        ray.kill(tally)
+    # the env steps booked were played by the attendee's loop (tasks still running when the
+    # run stopped are counted too), in whole Pendulum episodes of 200 steps
+    assert counts["rollout_steps"] >= result.last["env_steps"] >= SAC.max_env_steps
+    assert counts["rollout_steps"] % 200 == 0 and result.last["env_steps"] % 200 == 0
+    assert result.last["learner_updates"] > 0 and result.last["episodes"] > 0
+
+
+BROKEN_ROLLOUTS = {
+    "short": ("for _ in range(num_steps):", "for _ in range(num_steps - 1):",
+              r"asked for 200 steps it played 199"),
+    "unsent": ("    if outbox:\n        send(outbox)\n", "",
+               r"it played 200 steps and sent 180 transitions: one per step, each sent once"),
+    "keys": ('"terminated": terminated}', '"terminated": terminated, "extra": 1}',
+             r"send\(\) takes a list of transitions, each a dict of"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BROKEN_ROLLOUTS))
+def test_a_broken_rollout_ends_the_run_with_one_line_naming_it(ray_local, kind):
+    old, new, message = BROKEN_ROLLOUTS[kind]
+    source = cell("06", "solution", "rollout")
+    assert old in source
+    namespace = {"__name__": "__main__", "torch": torch, "sac": sac}
+    exec(source.replace(old, new), namespace)
+    with pytest.raises(PartFailedError) as caught:
+        sac.SACTrainer.train(SAC.updated({"num_envs": 1, "send_every": 30}),
+                             pieces={"rollout": namespace["rollout"]})
+    text = str(caught.value)
+    assert re.match(r"^your rollout broke its contract in rollout worker \d: " + message,
+                    text), text
+    assert "\n" not in text
+
+
+def test_the_rollout_piece_asks_for_one_env_per_worker(ray_local):
+    namespace = exercise_namespace("solution", "rollout")
+    with pytest.raises(Exception, match=r"pieces: rollout plays one env per worker; num_envs "
+                                        r"is 2: set num_envs=1"):
+        sac.SACTrainer.train(SAC.updated({"num_envs": 2}),
+                             pieces={"rollout": namespace["rollout"]})

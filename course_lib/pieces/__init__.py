@@ -29,6 +29,8 @@
 | `squashed_log_prob` | `squashed_log_prob(u, mean, log_std)` (06)          | the SAC learner's |
 | `soft_target`      | `soft_target(reward, terminated, ...)` (06)          | its `q_target`    |
 | `polyak`           | `polyak(target, source, tau)` (06)                   | its Polyak update |
+| `rollout`          | `rollout(env, actor, follower, send, num_steps,      | a SAC rollout     |
+|                    | send_every, seed)` (06, assemble)                    | worker's loop     |
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
@@ -44,7 +46,8 @@ outbox's
 `flush()` has sent every transition it was given; a follower pulled when created, at each
 episode end and at least every `pull_every` steps; a descent found the slot the tree's own
 descent finds; a batch has one slot per segment of the prefix sums, and its weights are
-(P / P_min)^-beta; SAC's maths agrees with `course_lib`'s on the same tensors, `pieces.sac`).
+(P / P_min)^-beta; SAC's maths agrees with `course_lib`'s on the same tensors; a rollout played
+the steps asked and sent every transition, `pieces.sac`).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "squashed_log_prob": ("squashed_log_prob", "squashed log-prob", "check_squashed_log_prob"),
     "soft_target": ("soft_target", "soft Bellman target", "check_soft_target"),
     "polyak": ("polyak", "Polyak target update", "check_polyak"),
+    "rollout": ("rollout", "rollout worker's loop", "check_rollout"),
 }
 
 
@@ -173,6 +177,15 @@ class Given:
         from course_lib.pieces.param import stepper
 
         return stepper(self, ps, compute_gradients, lr) if "worker_step" in self.pieces else None
+
+    def rollout(self, worker):
+        """A SAC rollout worker's loop from the attendee's `rollout` (06), or None: see
+        `course_lib.pieces.sac.Rollout`."""
+        if "rollout" not in self.pieces:
+            return None
+        from course_lib.pieces.sac import Rollout
+
+        return Rollout(Guarded("rollout", self), worker)
 
     def sac_maths(self, learner) -> None:
         """Make the `SACLearner` `learner` call the attendee's `squashed_log_prob`,

@@ -99,6 +99,13 @@ class RolloutWorker(Worker):
         self.random_steps = 0 if self.restarted else random_steps
         space = self.envs.envs[0].action_space
         self.low, self.high = space.low, space.high
+        self.own_rollout = given.rollout(self) if given is not None else None
+
+    def run(self, num_steps: int) -> dict:
+        """`Worker.run`, or with the attendee's `rollout` (pieces=) their loop."""
+        if self.own_rollout is not None:
+            return self.own_rollout.run(num_steps)
+        return super().run(num_steps)
 
     def make_net(self, obs_dim: int, act_dim: int) -> SquashedGaussianActor:
         self.act_dim = act_dim
