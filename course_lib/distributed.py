@@ -57,6 +57,7 @@ from course_lib.errors import first_line
 from course_lib.failures import Parts, WorkerDiedError
 from course_lib.param_server import ParameterStoreActor
 from course_lib.pieces import Given, check_keys
+from course_lib.pieces.drive import Counted
 from course_lib.placement import actor_resources, check_gpus, check_pinning, started_here
 from course_lib.ray_setup import init_ray
 from course_lib.results import OutOfTime
@@ -155,6 +156,7 @@ class DistributedTrainer(Trainer):
         given = Given(self.pieces, "the driver", cfg.piece_timeout_s)
         self.throttle = given.throttle(cfg)                     # None: course_lib's own ...
         self.chunks = given.chunks(cfg.learner_chunk, MAX_LEARNER_CALLS)   # ... rules
+        self.drive = given.drive()            # None: the loop of `step`
         env = make_env(cfg.env_id)
         self.check_env(env)
         self.dims = env_dims(env)
@@ -212,13 +214,13 @@ class DistributedTrainer(Trainer):
 
     # -- handing out work ---------------------------------------------------------------
 
-    def updates_due(self) -> int:
+    def updates_due(self, stored: int | None = None) -> int:
         """`Trainer.updates_due`, or with the attendee's throttle (`pieces`) the updates it
         allows for the transitions past `learning_start`."""
         if self.throttle is None:
-            return super().updates_due()
-        return self._updates_at_start + self.throttle(max(0, self.stored_now -
-                                                             self.learning_start))
+            return super().updates_due(stored)
+        stored = self.stored_now if stored is None else stored
+        return self._updates_at_start + self.throttle(max(0, stored - self.learning_start))
 
     def _running(self, role: str, index: int = 0) -> int:
         """How many tasks of `role` (for worker `index`) are in flight."""
@@ -262,7 +264,8 @@ class DistributedTrainer(Trainer):
         because the learner died); an env's non-finite value reaches the caller as itself.
         A worker that died under its chunk is the exception: None, and the chunk is resent."""
         try:
-            return ray.get(ref)
+            out = ray.get(ref)
+            return out.result if isinstance(out, Counted) else out   # (the attendee's drive)
         except ray.exceptions.RayError as err:
             if isinstance(getattr(err, "cause", None), NonFiniteError):
                 raise err.cause from None
@@ -340,6 +343,12 @@ class DistributedTrainer(Trainer):
                 raise OutOfTime(f"the time budget (max_time_s={cfg.max_time_s:g}) ran out while "
                                 f"iteration {self.counters.iteration + 1} waited for its "
                                 "evaluation; that iteration was dropped")
+            if self.drive is not None:            # the attendee's loop trains a round
+                self.drive.round(self)
+                done, _ = ray.wait(list(self.tasks), num_returns=len(self.tasks), timeout=0)
+                for ref in done:                  # the snapshot, the evaluations
+                    self._book(ref)
+                continue
             self._schedule()
             left = max(0.0, cfg.eval_every_s - (now - t0))
             wait = min(deadline - now, 3600.0) if self._scored is None else left   # (finite)

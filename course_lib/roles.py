@@ -27,6 +27,7 @@ from course_lib.errors import first_line
 from course_lib.nets import set_weights
 from course_lib.param_server import get_result, pull_into
 from course_lib.pieces import Given, steps_per_pull
+from course_lib.pieces.drive import Counted
 from course_lib.replay.nstep import stack_transitions
 from course_lib.replay.server import ReplayStore
 from course_lib.trainer import derive_seed
@@ -151,6 +152,12 @@ class Worker(ABC):
                 inserted = inserted if sent is None else sent
             self.follow(ended.any())
         return self.result(played, returns, inserted)
+
+    def run_counted(self, num_steps: int) -> Counted:
+        """`run`, as the attendee's driver loop (pieces=, notebook 05) adds it up: the env
+        steps played, carrying the whole result."""
+        out = self.run(num_steps)
+        return Counted(out["env_steps"], out)
 
     def follow(self, episode_ended: bool) -> None:
         """After a step of every env: the attendee's follower is told; or this worker pulls the
@@ -304,6 +311,11 @@ class LearnerActor(ABC):
         means = {k: float(np.mean([i[k] for i in infos])) for k, v in infos[0].items()
                  if isinstance(v, float)}
         return {**means, "updates": self.learner.updates}
+
+    def train_counted(self, num_updates: int) -> Counted:
+        """`train`, as the attendee's driver loop (pieces=, notebook 05) adds it up: the
+        updates done, carrying the whole result."""
+        return Counted(num_updates, self.train(num_updates))
 
     def send_unawaited(self, call: str, ref: ray.ObjectRef) -> None:
         """Keep the ref of a call not waited for (named `call` in errors); check the others."""

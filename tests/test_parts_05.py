@@ -15,7 +15,7 @@ from course_lib.apex import ApexTrainer
 from course_lib.dqn import epsilon_for_explorer
 from course_lib.failures import PieceError, StartError
 from course_lib.sac import SACConfig, SACTrainer
-from tests.test_parts import APEX, TALLY_ACTOR, notebook_namespace
+from tests.test_parts import APEX, TALLY_ACTOR, cell, notebook_namespace
 
 PARTS = ("explorer_epsilons", "updates_allowed", "learner_chunks")
 
@@ -119,3 +119,71 @@ def test_the_throttle_needs_a_replay_ratio(ray_local, solutions):
     with pytest.raises(ValueError, match=r"^pieces: updates_allowed needs a replay ratio"):
         SACTrainer.train(SACConfig.preset(quick=True),
                   pieces={"updates_allowed": solutions["updates_allowed"]})
+
+
+# -- the assembled driver loop in the real driver --------------------------------------------
+
+TALLIED_DRIVE = '''
+drive_rounds = []
+
+
+def tallied_drive(explorers, learner, allowed, chunks, env_steps):
+    inserted, updates = drive(explorers, learner, allowed, chunks, env_steps)
+    drive_rounds.append((inserted, updates))
+    return inserted, updates
+'''
+
+
+def drive_namespace(tag: str = "solution") -> dict:
+    namespace = notebook_namespace("05", tag, ("drive",))
+    exec(TALLIED_DRIVE, namespace)
+    return namespace
+
+
+def test_apex_trains_on_the_attendees_driver_loop(ray_local):
+    namespace = drive_namespace()
+    chosen, said = pieces.yours(drive=namespace["drive"])
+    assert said == "driver's loop: yours"
+    trainer = ApexTrainer(APEX, pieces={"drive": namespace["tallied_drive"]})
+    try:
+        rows = [trainer.step() for _ in range(3)]
+        counters = trainer.counters
+    finally:
+        trainer.close()
+    rounds = namespace["drive_rounds"]
+    # every env step and every update the driver booked went through the attendee's loop
+    assert sum(n for n, _ in rounds) == counters.env_steps > 0
+    assert sum(u for _, u in rounds) == counters.learner_updates > 0
+    assert all(row["eval_return"] == row["eval_return"] for row in rows)   # scored, not NaN
+
+
+def test_a_blank_driver_loop_is_left_out_and_said_so(ray_local):
+    chosen, said = pieces.yours(drive=drive_namespace("exercise")["drive"])
+    assert chosen == {} and said.startswith("driver's loop: course_lib's (yours: ")
+
+
+WRONG_DRIVES = {
+    "undercounted": ("            updates += ray.get(done)", "            updates += 0",
+                     r"it returned \(\d+, 0\); its calls played \d+ transitions and did \d+ "
+                     r"updates: book every call's result before returning"),
+    "early return": ("    while inserted < env_steps or tasks:",
+                     "    while inserted < env_steps:",
+                     # still in flight when it returned, or (if they finished since) not booked
+                     r"(it returned with \d+ call\(s\) still in flight: loop until every call "
+                     r"is booked|it returned \(\d+, \d+\); its calls played \d+ transitions and "
+                     r"did \d+ updates: book every call's result before returning)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(WRONG_DRIVES))
+def test_a_wrong_driver_loop_ends_the_run_with_one_line_naming_it(ray_local, kind):
+    old, new, message = WRONG_DRIVES[kind]
+    namespace = drive_namespace()
+    source = cell("05", "solution", "drive")
+    assert old in source
+    exec(source.replace(old, new), namespace)
+    with pytest.raises(PieceError) as caught:
+        ApexTrainer.train(APEX, pieces={"drive": namespace["drive"]})
+    line = str(caught.value)
+    assert re.match(r"^your drive broke its contract in the driver: " + message, line), line
+    assert "\n" not in line

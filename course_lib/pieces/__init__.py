@@ -20,6 +20,8 @@
 |                    |                                                      | throttle          |
 | `learner_chunks`   | `learner_chunks(due, submitted, in_flight, chunk)`   | the driver's      |
 |                    | (05, find the bug)                                   | learner calls     |
+| `drive`            | `drive(explorers, learner, allowed, chunks,          | the driver's      |
+|                    | env_steps)` (05, assemble)                           | `ray.wait` loop   |
 | `versioned_weights`| `VersionedWeights` actor (03), `train_with_param_server` | its server     |
 | `cached_weights`   | `CachedWeights().get(ps, name)` (03)                 | a worker's pull   |
 | `prefetched_weights`| `PrefetchedWeights(ps, name).latest()` (03)         | a worker's pull   |
@@ -82,6 +84,7 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "soft_target": ("soft_target", "soft Bellman target", "check_soft_target"),
     "polyak": ("polyak", "Polyak target update", "check_polyak"),
     "rollout": ("rollout", "rollout worker's loop", "check_rollout"),
+    "drive": ("drive", "driver's loop", "check_drive"),
 }
 
 
@@ -152,6 +155,15 @@ class Given:
                              "trainer sets updates per transition (utd_ratio)")
         return Throttle(Guarded("updates_allowed", self), cfg.replay_ratio, cfg.batch_size)
 
+    def drive(self):
+        """The driver's loop from the attendee's `drive` (05), or None: see
+        `course_lib.pieces.drive.Drive`."""
+        if "drive" not in self.pieces:
+            return None
+        from course_lib.pieces.drive import Drive
+
+        return Drive(Guarded("drive", self))
+
     def chunks(self, chunk: int, most: int) -> Chunks | None:
         """The driver's learner calls from the attendee's `learner_chunks` (05), if given."""
         if "learner_chunks" not in self.pieces:
@@ -205,16 +217,20 @@ class PieceThread:
         calls: queue.SimpleQueue = queue.SimpleQueue()
         self.calls = calls
         threading.Thread(target=self._serve, args=(calls,), name=name, daemon=True).start()
-        weakref.finalize(self, calls.put, None)          # the thread ends with its owner
+        # the thread ends with its owner; not at exit, when waking it would free objects
+        # (torch tensors) while the interpreter shuts down
+        weakref.finalize(self, calls.put, None).atexit = False
 
     @staticmethod
     def _serve(calls: queue.SimpleQueue) -> None:
         while (call := calls.get()) is not None:
             future, fn, args = call
+            call = None                                  # hold nothing between calls
             try:
                 future.set_result(fn(*args))
             except BaseException as err:                 # handed to the caller, as a pool does
                 future.set_exception(err)
+            future = fn = args = None
 
     def submit(self, fn, *args) -> Future:
         future: Future = Future()
@@ -238,7 +254,10 @@ class Guarded:
     def method(self, name: str, *args):
         return self.call(f"{name}()", getattr(self.obj, name), *args)
 
-    def call(self, what: str, fn, *args):
+    def call(self, what: str, fn, *args, passthrough: tuple[type, ...] = ()):
+        """fn(*args) on the piece's thread, within the time limit; what it raises becomes a
+        `PieceError` naming the piece, but for `passthrough` errors (not the piece's fault:
+        a Ray call it made failed because another part did), raised as they are."""
         future = self.pool.submit(fn, *args)
         try:
             return future.result(timeout=self.given.timeout_s)
@@ -246,7 +265,7 @@ class Guarded:
             raise PieceError(f"your {self.name} did not return from {what} within "
                              f"{self.given.timeout_s:g} s in {self.given.where} "
                              "(piece_timeout_s)") from None
-        except PieceError:
+        except (PieceError, *passthrough):
             raise
         except Exception as err:
             raise PieceError(f"your {self.name} failed in {self.given.where}, in {what}: "
