@@ -29,6 +29,7 @@ builds one and runs it. `DQNTrainer` runs in one process, `DistributedTrainer` o
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 import time
@@ -231,6 +232,9 @@ class Trainer(Trainable):
         algorithm and env. `pieces`: the attendee's (`course_lib.pieces`), distributed only."""
         if isinstance(restore, str | os.PathLike):
             restore = load_checkpoint(restore, algo=cls.algo, env_id=config.env_id)
+        if pieces and "pieces" not in inspect.signature(cls.__init__).parameters:
+            raise ValueError(f"pieces: {cls.__name__} takes no attendee's pieces; the "
+                             "distributed trainers (apex.ApexTrainer, sac.SACTrainer) do")
         trainer = cls(config, restore, **({"pieces": pieces} if pieces else {}))
         return run_training(trainer, config, progress=progress, run=run)
 

@@ -244,3 +244,11 @@ def test_a_hung_piece_does_not_keep_the_process_from_exiting(tmp_path):
                           timeout=120, cwd=ROOT)   # a hang fails here, with TimeoutExpired
     assert proc.returncode == 0, proc.stderr
     assert "your stratified_targets did not return" in proc.stdout
+
+
+def test_a_trainer_without_pieces_refuses_them_in_one_line():
+    from course_lib.dqn import DQNConfig, DQNTrainer
+
+    with pytest.raises(ValueError, match=r"^pieces: DQNTrainer takes no attendee's pieces; the "
+                                         r"distributed trainers"):
+        DQNTrainer.train(DQNConfig.preset(quick=True), pieces={"polyak": print})
