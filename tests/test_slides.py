@@ -59,6 +59,8 @@ def test_deck_minutes_match_the_readme_and_instructor_agendas():
     decks = {p.stem[:2]: int(slides.parse_deck(p).meta["minutes"]) for p in DECKS[1:]}
     assert decks == readme, "slides/NN_*.md `minutes:` disagree with the README agenda"
     assert guide == readme, "slides/INSTRUCTOR.md agenda disagrees with the README agenda"
+    opening = agenda_minutes((ROOT / "slides" / "opening.md").read_text())
+    assert opening == readme, "slides/opening.md's agenda disagrees with the README agenda"
 
 
 def test_every_deck_has_goals_notes_and_code(built):
