@@ -44,7 +44,7 @@ import numpy as np
 import psutil
 import ray
 
-from bench.benchlib import Recording, Stopwatch, parser, private_ray_tmp
+from bench.benchlib import Recording, Stopwatch, machine, parser, private_ray_tmp
 from bench.overhead import bare_learner_rate, explorer_step_costs
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
@@ -187,7 +187,7 @@ def bench_scaling(latencies, explorers, seeds, variants, quick: bool, log=print)
     names = [v for v in ("dqn", "sb3") if v in variants]
     names += [f"vec-{VEC_ENVS}"] if "vec" in variants else []
     names += [f"apex-{n}" for n in explorers] if "apex" in variants else []
-    runs = []
+    runs, cpu = [], machine()["cpu"]
     with private_ray_tmp():
         init_ray(num_cpus=os.cpu_count())
         try:
@@ -198,7 +198,7 @@ def bench_scaling(latencies, explorers, seeds, variants, quick: bool, log=print)
                         r = (run_sb3(latency, seed, budget) if variant == "sb3"
                              else run_ours(variant, latency, seed, budget))
                         runs.append({"latency_ms": latency, "variant": variant, "seed": seed,
-                                     **r, "process_s": round(clock.seconds, 1)})
+                                     **r, "process_s": round(clock.seconds, 1), "cpu": cpu})
                         log(f"{latency:>4g} ms {variant:>7} seed {seed}: "
                             f"{'reached' if r['reached'] else 'budget '} at "
                             f"{r['env_steps']:>7,} env steps, {r['seconds']:6.1f} s, "
@@ -212,12 +212,58 @@ def bench_scaling(latencies, explorers, seeds, variants, quick: bool, log=print)
             "targets": {} if quick else check_targets(rows)}
 
 
-def merged(earlier: dict, new: dict) -> dict:
+def ran(meta: dict) -> set[tuple[float, str]]:
+    """The (latency, variant) pairs one recorded run measured: read from its command line (a
+    merged file's config lists every rung), or its config when it recorded no command."""
+    words = (meta.get("command") or "").split()
+    if not words:
+        return {(lat, v) for lat in meta["config"]["latencies_ms"]
+                for v in meta["config"]["variants"]}
+
+    def values(flag: str, default: list) -> list[str]:
+        if flag not in words:
+            return [str(x) for x in default]
+        rest = words[words.index(flag) + 1:]
+        return rest[:next((i for i, w in enumerate(rest) if w.startswith("--")), len(rest))]
+    variants = []
+    for v in values("--variants", ["dqn", "sb3", "vec", "apex"]):
+        variants += ([f"apex-{n}" for n in values("--explorers", list(EXPLORERS))] if v == "apex"
+                     else [f"vec-{VEC_ENVS}"] if v == "vec" else [v])
+    return {(float(lat), v) for lat in values("--latencies", list(LATENCIES)) for v in variants}
+
+
+def run_cpus(result: dict) -> list[str]:
+    """The CPU each run of `result` was measured on: its own `cpu`, or for a run recorded
+    before runs carried one, the CPU of the newest recorded run (`meta`, then `earlier_meta`)
+    that measured its latency and variant."""
+    metas = [result["meta"], *result.get("earlier_meta", [])]
+    measured = [(ran(m), m["machine"]["cpu"]) for m in metas]
+
+    def cpu(run: dict) -> str:
+        key = (run["latency_ms"], run["variant"])
+        return next((c for pairs, c in measured if key in pairs), "unknown")
+    return [r.get("cpu") or cpu(r) for r in result["runs"]]
+
+
+def merged(earlier: dict, new: dict, log=print) -> dict:
     """`new` with the runs of `earlier` it did not repeat (same latency, variant and seed), the
-    summary and targets recomputed: a ladder run one rung at a time. The meta of each earlier
-    run is kept (`earlier_meta`: its commit, its load); the bound uses the newest per-step costs."""
+    summary and targets recomputed: a ladder run one rung at a time. Only runs measured on the
+    same CPU as `new` are kept (times from two machines do not compare); the others are
+    dropped, and said so. The meta of each earlier run is kept (`earlier_meta`: its commit, its
+    load, its machine); the bound uses the newest per-step costs."""
     done = {(r["latency_ms"], r["variant"], r["seed"]) for r in new["runs"]}
-    runs = [r for r in earlier["runs"] if (r["latency_ms"], r["variant"], r["seed"]) not in done]
+    cpu = new["runs"][0].get("cpu") if new["runs"] else None
+    cpus = run_cpus(earlier) if cpu is not None else [None] * len(earlier["runs"])
+    kept = []
+    for run, run_cpu in zip(earlier["runs"], cpus, strict=True):
+        if (run["latency_ms"], run["variant"], run["seed"]) in done:
+            continue
+        if cpu is not None and run_cpu != cpu:
+            log(f"dropped: {run['latency_ms']:g} ms {run['variant']} seed {run['seed']}, "
+                f"measured on {run_cpu}, not on this machine's {cpu}")
+            continue
+        kept.append({**run, "cpu": run_cpu} if run_cpu else run)
+    runs = kept
     runs = sorted(runs + new["runs"], key=lambda r: (r["latency_ms"], r["variant"], r["seed"]))
     rows = summarise(runs, new["costs"], new["config"]["cores"])
     earlier_meta = [earlier["meta"], *earlier.get("earlier_meta", [])]

@@ -525,3 +525,29 @@ def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():
     # each rung's run keeps its own meta: the section gives each one's load
     assert "load average before/after each: 0.5/0.5, 0.7/0.7, 0.9/0.9." in scaling.section(
         written(both, 0.9))
+
+
+def test_a_rung_merged_from_another_machine_is_dropped_not_compared():
+    """Times from two CPUs do not compare: merging keeps only the earlier runs measured on the
+    new run's CPU (read from each run, or for runs recorded before they carried one, from the
+    command line of the recorded run that measured them)."""
+    scaling = _bench_module("scaling")
+    costs = {"act_ms": 0.1, "update_ms": 1.0, "updates_per_transition": 0.25}
+    runs = [{"latency_ms": lat, "variant": v, "seed": s, "reached": True, "seconds": 10.0,
+             "env_steps": 10_000, "cpu_s": 5.0} for lat, v in ((2.0, "dqn"), (0.0, "dqn"),
+                                                                (2.0, "apex-2")) for s in (0, 1)]
+    earlier = {"meta": {**_meta({"latencies_ms": [0.0, 2.0], "variants": ["dqn", "apex-2"]}),
+                        "machine": {"cpu": "Xeon"},
+                        "command": "python -m bench.scaling --latencies 2 --variants apex "
+                                   "--explorers 2 --add-to"},
+               "earlier_meta": [{**_meta({"latencies_ms": [0.0, 2.0], "variants": ["dqn"]}),
+                                 "machine": {"cpu": "EPYC"}, "command": None}],
+               "costs": costs, "runs": runs}
+    assert scaling.run_cpus(earlier) == ["EPYC"] * 4 + ["Xeon"] * 2
+    new = {"config": {"quick": False, "cores": 2}, "costs": costs,
+           "runs": [{**runs[0], "seed": 5, "cpu": "Xeon"}]}
+    said = []
+    both = scaling.merged(earlier, new, log=said.append)
+    assert sorted((r["latency_ms"], r["variant"], r["seed"]) for r in both["runs"]) == [
+        (2.0, "apex-2", 0), (2.0, "apex-2", 1), (2.0, "dqn", 5)]
+    assert len(said) == 4 and said[0].startswith("dropped: 2 ms dqn seed 0, measured on EPYC")
