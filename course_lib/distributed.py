@@ -155,7 +155,8 @@ class DistributedTrainer(Trainer):
         self.pieces = pieces or {}            # the attendee's, by key (`course_lib.pieces`)
         given = Given(self.pieces, "the driver", cfg.piece_timeout_s)
         self.throttle = given.throttle(cfg)                     # None: course_lib's own ...
-        self.chunks = given.chunks(cfg.learner_chunk, MAX_LEARNER_CALLS)   # ... rules
+        self.chunks = (given.chunks(cfg.learner_chunk, MAX_LEARNER_CALLS)   # ... rules
+                       or partial(learner_chunks, chunk=cfg.learner_chunk))
         self.drive = given.drive()            # None: the loop of `step`
         env = make_env(cfg.env_id)
         self.check_env(env)
@@ -230,8 +231,7 @@ class DistributedTrainer(Trainer):
         """Give the learner the updates now due; let workers play unless the learner is behind."""
         cfg, c = self.cfg, self.counters
         due = self.updates_due()
-        chunks = self.chunks or partial(learner_chunks, chunk=cfg.learner_chunk)
-        for n in chunks(due, self.updates_submitted, self._running("learn")):
+        for n in self.chunks(due, self.updates_submitted, self._running("learn")):
             self.tasks[self.learner.train.remote(n)] = ("learn", 0)
             self.updates_submitted += n
         if due - c.learner_updates > cfg.max_lag_updates:

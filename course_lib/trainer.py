@@ -263,10 +263,9 @@ class Trainer(Trainable):
         return max(self.cfg.learning_starts, self.cfg.batch_size)
 
     def updates_due(self, stored: int | None = None) -> int:
-        """Learner updates owed now (or once this start has stored `stored` transitions). One
-        rule for every algorithm, also after a resume: the learner waits until this start has
-        stored `learning_start` transitions, then owes `updates_per_transition` for every
-        transition after that."""
+        """Learner updates owed now (or at `stored` transitions). One rule for every algorithm,
+        also after a resume: none until this start has stored `learning_start` transitions,
+        then `updates_per_transition` for every transition after that."""
         stored = self.stored_now if stored is None else stored
         return self._updates_at_start + updates_due(stored, self.updates_per_transition,
                                                     self.learning_start)

@@ -57,8 +57,6 @@ class Drive:
 
     def round(self, trainer) -> None:
         """One call of the attendee's loop, then its calls booked as the driver's own."""
-        from course_lib.distributed import learner_chunks
-
         cfg, calls = trainer.cfg, []
         stored, submitted = trainer.stored_now, trainer.updates_submitted
 
@@ -76,7 +74,7 @@ class Drive:
         explorers = [SimpleNamespace(run=SimpleNamespace(remote=partial(run, i)))
                      for i in range(len(trainer.workers))]
         learner = SimpleNamespace(train=SimpleNamespace(remote=train))
-        chunks = trainer.chunks or partial(learner_chunks, chunk=cfg.learner_chunk)
+        chunks = trainer.chunks                      # the attendee's learner_chunks, or ours
         budget = ROUNDS_PER_CHUNK * cfg.worker_chunk * len(explorers)
         try:
             got = self.piece.call(
