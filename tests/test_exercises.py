@@ -12,7 +12,7 @@ import pytest
 from ray.job_submission import JobSubmissionClient
 
 import scripts.notebooks as nbtools
-from course_lib import exercises
+from course_lib.teaching import exercises
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 

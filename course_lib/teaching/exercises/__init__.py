@@ -1,0 +1,52 @@
+"""Checkers for the notebook exercises.
+
+Convention (every notebook): an exercise cell tagged `exercise` holds a TODO stub, or, in a
+"find the bug" exercise, working code with one planted fault; a hidden cell tagged `solution`
+holds the worked answer; a cell tagged `check` calls one `check_...` function
+below. The attendee edition (scripts/notebooks.py) turns each solution into a collapsed Markdown
+block after its check, so Run All never runs it.
+
+A checker tests behaviour (results, ordering, calls made, when tasks ran), never source text, and
+never raises: it returns a `CheckResult` that shows as a green tick, or as a red cross with what
+is wrong and a hint. Each is declared once with `@checker(notebook, exercise, success)` and
+listed in `CHECKERS`, notebook by notebook.
+
+`yours(outbox=Outbox, ...)` hands the attendee's pieces that pass their check to the real
+trainer (`course_lib.pieces`): the check of the piece `<key>` is `check_<key>`.
+"""
+
+from typing import Any
+
+from course_lib.pieces import PIECES, check_keys
+from course_lib.teaching.exercises import (  # noqa: F401  (importing a lesson registers its checkers)
+    lesson01,
+    lesson02,
+    lesson03,
+    lesson04,
+    lesson05,
+    lesson06,
+    lesson07,
+    lesson08,
+)
+from course_lib.teaching.exercises.core import CHECKERS, CheckResult, checker
+
+globals().update(CHECKERS)          # exercises.check_tree_sum(...), as the notebooks call them
+
+
+
+def yours(**candidates) -> tuple[dict[str, Any], str]:
+    """(the pieces that pass their exercise's check, one line saying whose each piece is):
+    `yours(outbox=Outbox)` -> ({"outbox": Outbox}, "explorer send step: yours"). A piece that
+    fails its check is left out: the trainer then uses `course_lib`'s."""
+    check_keys(candidates)
+    chosen, said = {}, []
+    for key, piece in candidates.items():
+        result = CHECKERS[f"check_{key}"](piece)
+        if result.passed:
+            chosen[key] = piece
+        said.append(f"{PIECES[key][1]}: " + ("yours" if result.passed else
+                                             f"course_lib's (yours: {result.message})"))
+    return chosen, "; ".join(said)
+
+
+__all__ = ["CHECKERS", "CheckResult", "checker", "yours", *CHECKERS]
