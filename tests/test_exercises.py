@@ -93,6 +93,18 @@ def test_checkers_are_declared_in_notebook_order_and_each_is_used_once():
     assert len(set(called)) == len(called)
 
 
+def test_yours_checks_each_piece_the_trainer_takes_with_its_checker():
+    """`yours` finds the check of the piece `<key>` by name (`check_<key>`): every piece the
+    trainer takes has one, and a piece that fails it is left out with the check's message."""
+    from course_lib.pieces import PIECES
+
+    assert {f"check_{key}" for key in PIECES} <= set(exercises.CHECKERS)
+    chosen, said = exercises.yours(polyak=None)
+    assert chosen == {} and said.startswith("Polyak target update: course_lib's (yours: ")
+    with pytest.raises(ValueError, match="unknown piece 'replay'"):
+        exercises.yours(replay=object)
+
+
 def test_a_checker_reports_an_exception_in_one_line_and_never_raises():
     def broken(*args):
         raise ValueError("first line\nsecond line")

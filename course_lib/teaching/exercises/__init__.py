@@ -15,9 +15,6 @@ listed in `CHECKERS`, notebook by notebook.
 trainer (`course_lib.pieces`): the check of the piece `<key>` is `check_<key>`.
 """
 
-from typing import Any
-
-from course_lib.pieces import PIECES, check_keys
 from course_lib.teaching.exercises import (  # noqa: F401  (importing a lesson registers its checkers)
     lesson01,
     lesson02,
@@ -28,25 +25,8 @@ from course_lib.teaching.exercises import (  # noqa: F401  (importing a lesson r
     lesson07,
     lesson08,
 )
-from course_lib.teaching.exercises.core import CHECKERS, CheckResult, checker
+from course_lib.teaching.exercises.core import CHECKERS, CheckResult, checker, yours
 
 globals().update(CHECKERS)          # exercises.check_tree_sum(...), as the notebooks call them
-
-
-
-def yours(**candidates) -> tuple[dict[str, Any], str]:
-    """(the pieces that pass their exercise's check, one line saying whose each piece is):
-    `yours(outbox=Outbox)` -> ({"outbox": Outbox}, "explorer send step: yours"). A piece that
-    fails its check is left out: the trainer then uses `course_lib`'s."""
-    check_keys(candidates)
-    chosen, said = {}, []
-    for key, piece in candidates.items():
-        result = CHECKERS[f"check_{key}"](piece)
-        if result.passed:
-            chosen[key] = piece
-        said.append(f"{PIECES[key][1]}: " + ("yours" if result.passed else
-                                             f"course_lib's (yours: {result.message})"))
-    return chosen, "; ".join(said)
-
 
 __all__ = ["CHECKERS", "CheckResult", "checker", "yours", *CHECKERS]
