@@ -105,6 +105,23 @@ def test_yours_checks_each_piece_the_trainer_takes_with_its_checker():
         exercises.yours(replay=object)
 
 
+def test_from_notebook_brings_the_defined_pieces_of_an_earlier_notebook(tmp_path):
+    """What an exercise or solution cell of notebook 04 defines comes along, run in a
+    `__main__` of its own; an unfinished cell, an untagged cell or a missing notebook gives
+    nothing, so the run falls back on course_lib's piece."""
+    cells = [nbformat.v4.new_code_cell("def find_prefix_sum(sums, first, target):\n    return 7",
+                                       metadata={"tags": ["exercise"]}),
+             nbformat.v4.new_code_cell("def stratified_targets():\n    pass\nraise ValueError",
+                                       metadata={"tags": ["solution"]}),
+             nbformat.v4.new_code_cell("def polyak():\n    pass")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / "04_replay.ipynb")
+    found = exercises.from_notebook("04", "find_prefix_sum", "stratified_targets", "polyak",
+                                    folder=tmp_path)
+    assert list(found) == ["find_prefix_sum"] and found["find_prefix_sum"](0, 0, 0) == 7
+    assert found["find_prefix_sum"].__module__ == "__main__"
+    assert exercises.from_notebook("03", "find_prefix_sum", folder=tmp_path) == {}
+
+
 def test_a_checker_reports_an_exception_in_one_line_and_never_raises():
     def broken(*args):
         raise ValueError("first line\nsecond line")

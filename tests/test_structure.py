@@ -50,8 +50,8 @@ def in_layer(name: str, layer: str) -> bool:
 
 def teaching_code(modules: dict[str, Path]) -> set[str]:
     """The teaching layer, and any module elsewhere that is teaching code by what it declares
-    (`teaching_marks`), with the packages that hold one (`course_lib.exercises` before the
-    layers were split): so an import of teaching code is found wherever that code lives."""
+    (`teaching_marks`), with the packages that hold one (`exercises`, when it sat directly in
+    course_lib): so an import of teaching code is found wherever that code lives."""
     marked = {name for name, path in modules.items()
               if in_layer(name, TEACHING) or teaching_marks(path)}
     parts = [name.split(".") for name in marked]

@@ -1,13 +1,17 @@
-"""The machinery every checker shares: the result, the decorator, the registry; and `yours`,
-which hands the attendee's pieces that pass their check to the real trainer."""
+"""The machinery every checker shares: the result, the decorator, the registry; `yours`,
+which hands the attendee's pieces that pass their check to the real trainer; and
+`from_notebook`, which brings an earlier notebook's pieces (04's `find_prefix_sum`) into a
+later notebook's own-parts run (05's)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import html
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -116,3 +120,31 @@ def yours(**candidates) -> tuple[dict[str, Any], str]:
                                              f"course_lib's (yours: {result.message})"))
     return chosen, "; ".join(said)
 
+
+def from_notebook(number: str, *names: str, folder: str | Path = ".") -> dict:
+    """{name: the attendee's function or class} for each of `names` that notebook `number`
+    (its .ipynb in `folder`, the attendee's own copy) defines in an exercise cell, or in a
+    solution cell of the source edition; each cell is run as the notebook runs it, in a
+    namespace of its own (`__main__`, so that Ray sends it by value). A name the notebook
+    does not define, or whose cell fails, is left out: the run uses `course_lib`'s."""
+    import nbformat
+
+    paths = sorted(Path(folder).glob(f"{number}_*.ipynb"))
+    if not paths:
+        return {}
+    namespace: dict = {"__name__": "__main__"}
+    exec("import numpy as np\nimport ray", namespace)
+    found = {}
+    for cell in nbformat.read(paths[0], as_version=4).cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type != "code" or not {"exercise", "solution"} & set(tags):
+            continue
+        defined = [n for n in names if re.search(rf"^(def|class) {n}\b", cell.source, re.M)]
+        if not defined:
+            continue
+        try:
+            exec(cell.source, namespace)
+        except Exception:                     # an unfinished cell: course_lib's piece
+            continue
+        found.update({n: namespace[n] for n in defined})
+    return found
