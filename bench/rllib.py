@@ -7,7 +7,7 @@
 | CartPole-v1 | Ape-X, 4 explorers      | DQN (tuned example)   | 475  | 200K steps, 900 s |
 | Pendulum-v1 | parallel SAC, 2 workers | SAC (tuned example)   | -200 | 30K steps, 900 s  |
 
-Both sides are evaluated the same way (`course_lib.rllib_compare`): course_lib's
+Both sides are evaluated the same way (`course_lib.teaching.rllib_compare`): course_lib's
 `evaluate_policy` plays 10 fresh-seeded greedy (DQN) / deterministic (SAC) episodes, and 20
 more of the same weights when the 10 meet the goal (`trainer.evaluation_request`); one
 evaluation per `eval_every_s` seconds of training, RLlib's set to its course_lib contender's.
@@ -33,8 +33,8 @@ import ray
 from bench.benchlib import Recording, parser, private_ray_tmp
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
-from course_lib.rllib_compare import RLlibConfig, train_rllib
 from course_lib.sac import SACConfig, SACTrainer
+from course_lib.teaching.rllib_compare import RLlibConfig, train_rllib
 
 TARGET_RATIO = 0.5
 UPPER_BOUND_NOTE = "RLlib did not reach the goal within its budget: the ratio is an upper bound"

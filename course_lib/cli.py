@@ -351,7 +351,7 @@ def evaluate(args) -> int:
           f"{mean:.1f} +- {std:.1f} over {len(returns)} episodes "
           f"(min {min(returns):.1f}, max {max(returns):.1f})")
     if args.render:
-        from course_lib.render import write_gif
+        from course_lib.viz.render import write_gif
 
         write_gif(frames, args.out)
         print(f"first episode ({len(frames)} frames) written to {args.out}")
@@ -362,8 +362,8 @@ def play(env, act, episodes: int, seed: int, record: bool = False):
     """Returns of `episodes` episodes of act(obs), and the first one's frames if `record`.
     `env` comes from `envs.make_env`, as in training (flat float32 observations); episode i
     starts from seed + i."""
-    from course_lib import render
     from course_lib.envs import play_episode
+    from course_lib.viz import render
 
     returns, frames = [], []
     for i in range(episodes):

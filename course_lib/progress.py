@@ -20,7 +20,21 @@ import time
 import matplotlib.pyplot as plt
 from tqdm import tqdm
 
-from course_lib.display import in_notebook
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (where display handles work): JupyterLab's, VS Code's, and
+    Colab's, whose shell is a subclass of ipykernel's. False in a terminal IPython or plain
+    Python. ipykernel is imported only when an IPython shell is running."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    from ipykernel.zmqshell import ZMQInteractiveShell
+
+    return isinstance(shell, ZMQInteractiveShell)
 
 
 def _fmt(value) -> str:

@@ -164,7 +164,7 @@ def summarise(raw: Path) -> dict:
 def child(seconds: float, rates: Path) -> None:
     """Train RLlib SAC on Pendulum-v1 as notebook 07 does, for `seconds` of training."""
     from course_lib import init_ray
-    from course_lib.rllib_compare import RLlibConfig, RLlibTrainer
+    from course_lib.teaching.rllib_compare import RLlibConfig, RLlibTrainer
 
     init_ray()
     cfg = RLlibConfig.for_algo("sac", quick=False, learning_starts=256, checkpoint_every=0,

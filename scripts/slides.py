@@ -104,10 +104,10 @@ def parse_deck(path: Path) -> Deck:
 # ---------------------------------------------------------------------------------------------
 
 def excerpt_text(name: str) -> str:
-    """The code a `{{source NAME}}` shows: what `course_lib.display.Source` shows in a
+    """The code a `{{source NAME}}` shows: what `course_lib.viz.display.Source` shows in a
     notebook, dedented (a method is shown at the left margin), without docstrings: on a slide
     the speaker says what the docstring says, and the code stays short enough to read."""
-    from course_lib.display import Source, find_object
+    from course_lib.viz.display import Source, find_object
 
     return without_docstrings(textwrap.dedent(Source(find_object(name)).text))
 

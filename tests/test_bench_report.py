@@ -104,8 +104,8 @@ def test_quick_report_says_so(tmp_path):
 def test_each_side_of_the_rllib_benchmark_runs_its_own_implementation():
     """Both sides of Pendulum-v1 are "sac": the side, not the name, picks whose code runs."""
     from course_lib.apex import ApexConfig, ApexTrainer
-    from course_lib.rllib_compare import RLlibConfig, train_rllib
     from course_lib.sac import SACConfig, SACTrainer
+    from course_lib.teaching.rllib_compare import RLlibConfig, train_rllib
 
     bench = _bench_module("rllib")
     seen = {}

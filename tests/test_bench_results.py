@@ -1,11 +1,11 @@
-"""course_lib.bench_results: notebooks read a benchmark's JSON, or get a one-line fix."""
+"""course_lib.teaching.bench_results: notebooks read a benchmark's JSON, or get a one-line fix."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from course_lib import bench_results
+from course_lib.teaching import bench_results
 
 
 def test_load_reads_the_repository_results(tmp_path, monkeypatch):

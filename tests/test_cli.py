@@ -348,7 +348,7 @@ def test_write_gif_with_pillow(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from course_lib import render
+    from course_lib.viz import render
 
     frames = [np.full((8, 8, 3), i * 40, np.uint8) for i in range(4)]
     render.write_gif(frames, tmp_path / "a.gif")

@@ -1,6 +1,8 @@
-"""CONTRIBUTING.md's map of the code notebooks and decks show is checked, not hand-kept: every
-name it lists resolves (import + getattr), and it lists exactly what each notebook's
-`show_source(...)` cells and each deck's `{{source ...}}` show, file by file."""
+"""CONTRIBUTING.md's maps are checked, not hand-kept. Its map of the code notebooks and decks
+show: every name it lists resolves (import + getattr), and it lists exactly what each notebook's
+`show_source(...)` cells and each deck's `{{source ...}}` show, file by file. Its map of
+`course_lib`'s three layers (core, teaching, viz): every path it names exists, and it names
+every module of the package once, in the layer its folder says."""
 
 import importlib
 import importlib.util
@@ -12,14 +14,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Code the notebooks and decks show"
+LAYERS = "## The three layers of `course_lib`"
+
+
+def section(title: str) -> str:
+    """The text of CONTRIBUTING.md's section `title`, up to the next section."""
+    return (ROOT / "CONTRIBUTING.md").read_text().split(title, 1)[1].split("\n## ", 1)[0]
 
 
 def listed() -> dict[str, set[str]]:
     """{file: names} from the table of CONTRIBUTING.md's section on shown code."""
-    text = (ROOT / "CONTRIBUTING.md").read_text()
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     rows = {}
-    for line in section.splitlines():
+    for line in section(SECTION).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 2 and cells[0].startswith("`") and "/" in cells[0]:
             rows[cells[0].strip("`")] = set(re.findall(r"`([^`]+)`", cells[1]))
@@ -101,3 +107,42 @@ def test_the_map_lists_exactly_what_each_notebook_and_deck_shows():
 @pytest.mark.parametrize("name", sorted({n for names in listed().values() for n in names}))
 def test_every_listed_name_resolves(name):
     assert resolve(name) is not None
+
+
+def layer_map() -> dict[str, str]:
+    """{path under course_lib/: its layer} from the table of CONTRIBUTING.md's layer section
+    (a row's layer is the first word of its first cell: "core, read first" is core)."""
+    rows = {}
+    for line in section(LAYERS).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or cells[0] in ("layer", "---"):
+            continue
+        layer = cells[0].split(",")[0].split()[0]
+        for path in re.findall(r"`(course_lib/[^`]*)`", cells[1]):
+            assert path not in rows, f"{path} is named twice"
+            rows[path] = layer
+    return rows
+
+
+def modules_of(folder: Path) -> set[str]:
+    """The modules (`x.py`) and packages (`x/`) directly in `folder`, as repository paths;
+    not its `__init__.py` or `__main__.py`."""
+    return {p.relative_to(ROOT).as_posix() + ("/" if p.is_dir() else "")
+            for p in folder.iterdir()
+            if (p.suffix == ".py" and not p.name.startswith("__"))
+            or (p.is_dir() and (p / "__init__.py").is_file())}
+
+
+def test_the_layer_map_names_each_layer_and_every_module_once_in_its_layer():
+    named = layer_map()
+    assert set(named.values()) == {"core", "teaching", "viz"}
+    missing = [path for path in named if not (ROOT / path).exists()]
+    assert not missing, f"CONTRIBUTING.md names paths that do not exist: {missing}"
+    package = ROOT / "course_lib"
+    modules = modules_of(package) | modules_of(package / "teaching") | modules_of(package / "viz")
+    assert not modules - set(named), f"add to CONTRIBUTING.md's layer table: " \
+                                      f"{sorted(modules - set(named))}"
+    wrong = {path: layer for path, layer in named.items()
+             if layer != next((part for part in ("teaching", "viz")
+                               if path.startswith(f"course_lib/{part}/")), "core")}
+    assert wrong == {}, "a path under course_lib/teaching/ is teaching, under viz/ viz, else core"

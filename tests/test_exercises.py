@@ -12,7 +12,7 @@ import pytest
 from ray.job_submission import JobSubmissionClient
 
 import scripts.notebooks as nbtools
-from course_lib import exercises
+from course_lib.teaching import exercises
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -91,6 +91,35 @@ def test_checkers_are_declared_in_notebook_order_and_each_is_used_once():
     assert sorted(declared, key=lambda item: item[0]) == declared, "sections out of order"
     assert sorted(called) == sorted(declared)
     assert len(set(called)) == len(called)
+
+
+def test_yours_checks_each_piece_the_trainer_takes_with_its_checker():
+    """`yours` finds the check of the piece `<key>` by name (`check_<key>`): every piece the
+    trainer takes has one, and a piece that fails it is left out with the check's message."""
+    from course_lib.pieces import PIECES
+
+    assert {f"check_{key}" for key in PIECES} <= set(exercises.CHECKERS)
+    chosen, said = exercises.yours(polyak=None)
+    assert chosen == {} and said.startswith("Polyak target update: course_lib's (yours: ")
+    with pytest.raises(ValueError, match="unknown piece 'replay'"):
+        exercises.yours(replay=object)
+
+
+def test_from_notebook_brings_the_defined_pieces_of_an_earlier_notebook(tmp_path):
+    """What an exercise or solution cell of notebook 04 defines comes along, run in a
+    `__main__` of its own; an unfinished cell, an untagged cell or a missing notebook gives
+    nothing, so the run falls back on course_lib's piece."""
+    cells = [nbformat.v4.new_code_cell("def find_prefix_sum(sums, first, target):\n    return 7",
+                                       metadata={"tags": ["exercise"]}),
+             nbformat.v4.new_code_cell("def stratified_targets():\n    pass\nraise ValueError",
+                                       metadata={"tags": ["solution"]}),
+             nbformat.v4.new_code_cell("def polyak():\n    pass")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / "04_replay.ipynb")
+    found = exercises.from_notebook("04", "find_prefix_sum", "stratified_targets", "polyak",
+                                    folder=tmp_path)
+    assert list(found) == ["find_prefix_sum"] and found["find_prefix_sum"](0, 0, 0) == 7
+    assert found["find_prefix_sum"].__module__ == "__main__"
+    assert exercises.from_notebook("03", "find_prefix_sum", folder=tmp_path) == {}
 
 
 def test_a_checker_reports_an_exception_in_one_line_and_never_raises():

@@ -1,12 +1,13 @@
-"""The latency ladder of notebooks 02 and 05 (`course_lib.ladder`): Amdahl's bound by hand, and
-a tiny real run. Nothing here compares a time with a target: the one comparison of rates is
-at 20 ms, where the waits, not the CPU, set the pace, so it holds on a busy machine too."""
+"""The latency ladder of notebooks 02 and 05 (`course_lib.teaching.ladder`): Amdahl's bound
+by hand, and a tiny real run. Nothing here compares a time with a target: the one comparison
+of rates is at 20 ms, where the waits, not the CPU, set the pace, so it holds on a busy machine
+too."""
 
 import matplotlib
 import pytest
 import torch
 
-from course_lib.ladder import VARIANTS, Ladder, LadderConfig, amdahl_bound, measure_ladder
+from course_lib.teaching.ladder import VARIANTS, Ladder, LadderConfig, amdahl_bound, measure_ladder
 
 matplotlib.use("Agg")
 

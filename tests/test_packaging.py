@@ -96,7 +96,7 @@ def test_ray_starts_without_the_slow_jsonschema_import():
 
 
 def test_setup_check_accepts_the_pythons_of_requires_python(monkeypatch):
-    from course_lib import setup_check
+    from course_lib.teaching import setup_check
 
     assert setup_check.check_python().ok                      # the Python running the tests
     for version, ok in (("3.11.9", True), ("3.13.1", True), ("3.10.14", False), ("3.14.0", False)):
@@ -109,7 +109,7 @@ def test_setup_check_accepts_the_pythons_of_requires_python(monkeypatch):
 def test_setup_check_checks_the_attendees_set(monkeypatch):
     """Notebook 00's check covers JupyterLab and the notebooks' packages (the `attendee`
     extra), not only the base that training needs, and not the test tools."""
-    from course_lib import setup_check
+    from course_lib.teaching import setup_check
 
     metadata = list(PROJECT["dependencies"])             # as pip writes Requires-Dist
     for extra, reqs in PROJECT["optional-dependencies"].items():

@@ -20,6 +20,7 @@ from course_lib import pieces
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.failures import PartFailedError, StartError
 from course_lib.sac import SACConfig, SACTrainer
+from course_lib.teaching import exercises
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,7 +117,7 @@ def tally(notebook_main):
 
 
 def test_apex_trains_on_the_attendees_outbox(notebook_main, tally):
-    chosen, said = pieces.yours(outbox=notebook_main["Outbox"])
+    chosen, said = exercises.yours(outbox=notebook_main["Outbox"])
     assert said == "explorer send step: yours" and chosen == {"outbox": notebook_main["Outbox"]}
     result = ApexTrainer.train(APEX, pieces={"outbox": notebook_main["TalliedOutbox"]})
     added = ray.get(tally.read.remote())["added"]
@@ -126,7 +127,7 @@ def test_apex_trains_on_the_attendees_outbox(notebook_main, tally):
 
 
 def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
-    _, said = pieces.yours(weights_follower=notebook_main["WeightsFollower"])
+    _, said = exercises.yours(weights_follower=notebook_main["WeightsFollower"])
     assert said == "weights follower: yours"
     result = SACTrainer.train(SAC, pieces={"weights_follower": notebook_main["TalliedFollower"]})
     steps = ray.get(tally.read.remote())["steps"]
@@ -135,7 +136,7 @@ def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
 
 
 def test_apex_samples_through_the_attendees_descent(notebook_main, tally):
-    _, said = pieces.yours(find_prefix_sum=notebook_main["find_prefix_sum"])
+    _, said = exercises.yours(find_prefix_sum=notebook_main["find_prefix_sum"])
     assert said == "sum-tree descent: yours"
     result = ApexTrainer.train(APEX, pieces={"find_prefix_sum": notebook_main["tallied_descent"]})
     assert result.last["learner_updates"] > 0
@@ -158,7 +159,7 @@ def off_by_one(sums, first_leaf, target):
 def test_a_blank_exercise_is_left_out_and_said_so(ray_local):
     namespace = {"__name__": "__main__"}
     exec(cell("05", "exercise", "Outbox"), namespace)
-    chosen, said = pieces.yours(outbox=namespace["Outbox"])
+    chosen, said = exercises.yours(outbox=namespace["Outbox"])
     assert chosen == {}
     assert said == "explorer send step: course_lib's (yours: not implemented yet.)"
 

@@ -13,8 +13,9 @@ import re
 import pytest
 import ray
 
-from course_lib import data_parallel, pg, pieces
+from course_lib import data_parallel, pg
 from course_lib.failures import PieceError
+from course_lib.teaching import exercises
 from tests.test_parts import notebook_namespace
 
 PG = pg.PGConfig.preset(quick=True).updated({
@@ -93,7 +94,7 @@ def tally(notebook_main):
 
 
 def test_the_solutions_pass_their_checks(notebook_main):
-    _, said = pieces.yours(**{key: notebook_main[PIECE] for key, PIECE in (
+    _, said = exercises.yours(**{key: notebook_main[PIECE] for key, PIECE in (
         ("versioned_weights", "VersionedWeights"), ("cached_weights", "CachedWeights"),
         ("prefetched_weights", "PrefetchedWeights"), ("average_gradients", "average_gradients"),
         ("worker_step", "worker_step"))})
@@ -132,14 +133,14 @@ def test_async_sgd_is_driven_by_the_attendees_worker_step(notebook_main, tally):
 
 def test_blank_parts_fall_back_to_course_libs_and_say_so(ray_local):
     blank = parts("exercise")
-    chosen, said = pieces.yours(
+    chosen, said = exercises.yours(
         versioned_weights=blank["VersionedWeights"], cached_weights=blank["CachedWeights"],
         average_gradients=blank["average_gradients"], worker_step=blank["worker_step"])
     assert chosen == {}
     assert said == "; ".join(f"{title}: course_lib's (yours: not implemented yet.)" for title in (
         "parameter server", "pull if newer", "gradient average", "asynchronous worker step"))
     # the exercise cell of the find-the-bug holds the bug: it fails its check, is left out
-    chosen, said = pieces.yours(prefetched_weights=blank["PrefetchedWeights"])
+    chosen, said = exercises.yours(prefetched_weights=blank["PrefetchedWeights"])
     assert chosen == {} and said.startswith("prefetched pull: course_lib's (yours: after the "
                                             "learner pushed version 2")
 

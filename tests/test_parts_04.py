@@ -18,12 +18,12 @@ import ray
 import test_parts
 from test_parts import APEX, TALLY_ACTOR  # its quick Ape-X and its counting actor
 
-from course_lib import exercises, pieces
 from course_lib.apex import ApexTrainer
 from course_lib.failures import PartFailedError, PieceError
 from course_lib.pieces import Given
 from course_lib.pieces.replay import install
 from course_lib.replay import PrioritizedReplayBuffer
+from course_lib.teaching import exercises
 
 tally = test_parts.tally   # the fixture: a fresh counting actor named "tally"
 
@@ -73,7 +73,7 @@ def notebook_main(ray_local):
 
 def test_the_solutions_pass_their_checks_and_yours_says_so():
     namespace = solutions()
-    chosen, said = pieces.yours(**{name: namespace[name] for name in PARTS})
+    chosen, said = exercises.yours(**{name: namespace[name] for name in PARTS})
     assert set(chosen) == set(PARTS)
     assert said == ("sum-tree descent: yours; stratified targets: yours; importance weights: "
                     "yours; prioritized sample: yours")
@@ -83,7 +83,7 @@ def test_blank_exercises_are_left_out_and_said_so():
     namespace = {"__name__": "__main__"}
     for name in PARTS[1:]:
         exec(cell("exercise", name), namespace)
-    chosen, said = pieces.yours(**{name: namespace[name] for name in PARTS[1:]})
+    chosen, said = exercises.yours(**{name: namespace[name] for name in PARTS[1:]})
     assert chosen == {}
     assert said == "; ".join(f"{title}: course_lib's (yours: not implemented yet.)" for title in
                              ("stratified targets", "importance weights", "prioritized sample"))

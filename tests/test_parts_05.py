@@ -10,11 +10,11 @@ import re
 import pytest
 import ray
 
-from course_lib import pieces
 from course_lib.apex import ApexTrainer
 from course_lib.dqn import epsilon_for_explorer
 from course_lib.failures import PieceError, StartError
 from course_lib.sac import SACConfig, SACTrainer
+from course_lib.teaching import exercises
 from tests.test_parts import APEX, TALLY_ACTOR, cell, notebook_namespace
 
 PARTS = ("explorer_epsilons", "updates_allowed", "learner_chunks")
@@ -55,7 +55,7 @@ def solutions(ray_local):
 
 
 def test_apex_trains_on_the_attendees_05_parts(solutions):
-    chosen, said = pieces.yours(**{name: solutions[name] for name in PARTS})
+    chosen, said = exercises.yours(**{name: solutions[name] for name in PARTS})
     assert set(chosen) == set(PARTS)
     assert said == ("explorers' epsilons: yours; driver's throttle: yours; "
                     "driver's learner calls: yours")
@@ -77,7 +77,7 @@ def test_apex_trains_on_the_attendees_05_parts(solutions):
 
 
 def test_blank_parts_are_left_out_and_said_so(ray_local):
-    chosen, said = pieces.yours(**{name: namespace_of("exercise")[name] for name in PARTS})
+    chosen, said = exercises.yours(**{name: namespace_of("exercise")[name] for name in PARTS})
     assert chosen == {}
     assert said.startswith("explorers' epsilons: course_lib's (yours: not implemented yet.); "
                            "driver's throttle: course_lib's (yours: not implemented yet.); "
@@ -142,7 +142,7 @@ def drive_namespace(tag: str = "solution") -> dict:
 
 def test_apex_trains_on_the_attendees_driver_loop(ray_local):
     namespace = drive_namespace()
-    chosen, said = pieces.yours(drive=namespace["drive"])
+    chosen, said = exercises.yours(drive=namespace["drive"])
     assert said == "driver's loop: yours"
     trainer = ApexTrainer(APEX, pieces={"drive": namespace["tallied_drive"]})
     try:
@@ -158,7 +158,7 @@ def test_apex_trains_on_the_attendees_driver_loop(ray_local):
 
 
 def test_a_blank_driver_loop_is_left_out_and_said_so(ray_local):
-    chosen, said = pieces.yours(drive=drive_namespace("exercise")["drive"])
+    chosen, said = exercises.yours(drive=drive_namespace("exercise")["drive"])
     assert chosen == {} and said.startswith("driver's loop: course_lib's (yours: ")
 
 

@@ -13,9 +13,10 @@ import pytest
 import ray
 import torch
 
-from course_lib import exercises, pieces, sac
+from course_lib import sac
 from course_lib.failures import PartFailedError, PieceError
 from course_lib.pieces import Given
+from course_lib.teaching import exercises
 from tests.test_parts import SAC, cell, notebook_main  # noqa: F401  (a fixture)
 
 MATHS = ("squashed_log_prob", "soft_target", "polyak")
@@ -116,7 +117,7 @@ def test_the_maths_pieces_are_refused_outside_sac():
 
 def test_blank_maths_exercises_are_left_out_and_said_so(ray_local):
     stubs = notebook_namespace("exercise")
-    chosen, said = pieces.yours(**{name: stubs[name] for name in MATHS})
+    chosen, said = exercises.yours(**{name: stubs[name] for name in MATHS})
     assert chosen == {}
     assert said == ("squashed log-prob: course_lib's (yours: not implemented yet.); "
                     "soft Bellman target: course_lib's (yours: not implemented yet.); "
@@ -125,7 +126,7 @@ def test_blank_maths_exercises_are_left_out_and_said_so(ray_local):
 
 def test_sac_trains_on_the_attendees_maths(notebook_main):  # noqa: F811  (the fixture)
     namespace = {**notebook_main, **notebook_namespace("solution")}
-    chosen, said = pieces.yours(**{name: namespace[name] for name in MATHS})
+    chosen, said = exercises.yours(**{name: namespace[name] for name in MATHS})
     assert said == ("squashed log-prob: yours; soft Bellman target: yours; "
                     "Polyak target update: yours")
     exec(TALLIED, namespace)
@@ -191,7 +192,7 @@ def tallied_rollout(env, actor, follower, send, num_steps, send_every, seed):
 
 def test_sac_trains_on_the_attendees_rollout_loop(notebook_main):  # noqa: F811  (the fixture)
     namespace = {**notebook_main, **exercise_namespace("solution", "rollout")}
-    chosen, said = pieces.yours(rollout=namespace["rollout"])
+    chosen, said = exercises.yours(rollout=namespace["rollout"])
     assert said == "rollout worker's loop: yours"
     exec(TALLIED_ROLLOUT, namespace)
     tally = namespace["Tally"].options(name="tally").remote()

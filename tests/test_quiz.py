@@ -8,8 +8,8 @@ import nbformat
 import pytest
 
 import scripts.notebooks as nbtools
-from course_lib.quiz import Question, questions, quiz, quiz_widget, right, wrong
-from course_lib.quizzes import LESSONS
+from course_lib.teaching.quiz import Question, questions, quiz, quiz_widget, right, wrong
+from course_lib.teaching.quizzes import LESSONS
 from scripts.notebooks import all_notebooks
 
 QUESTION = Question("Which call waits?",

@@ -1,4 +1,4 @@
-"""course_lib.render: a few frames of a real CartPole and Pendulum episode, off-screen."""
+"""course_lib.viz.render: a few frames of a real CartPole and Pendulum episode, off-screen."""
 
 import io
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from course_lib import render
 from course_lib.envs import make_env
+from course_lib.viz import render
 
 
 @pytest.mark.parametrize("env_id, size", [("CartPole-v1", (400, 600)), ("Pendulum-v1", (500, 500))])

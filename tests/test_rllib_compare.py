@@ -1,4 +1,5 @@
-"""course_lib.rllib_compare: rows, presets and the missing-extra message (no Ray, no training)."""
+"""course_lib.teaching.rllib_compare: rows, presets and the missing-extra message (no Ray, no
+training)."""
 
 import builtins
 import math
@@ -6,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from course_lib import rllib_compare
 from course_lib.results import ROW_KEYS
-from course_lib.rllib_compare import RLlibConfig, RLlibMissingError, row_from_result
+from course_lib.teaching import rllib_compare
+from course_lib.teaching.rllib_compare import RLlibConfig, RLlibMissingError, row_from_result
 
 RESULT = {  # the part of an `algo.train()` result dict (Ray 2.60, new API stack) we read
     "training_iteration": 3, "num_env_steps_sampled_lifetime": 3_000,

@@ -10,10 +10,10 @@ import pytest
 matplotlib.use("Agg")
 
 from course_lib import config, ray_setup
-from course_lib.display import show_diagram, show_source, show_svg
-from course_lib.plotting import plot_comparison, plot_learning_curves
 from course_lib.progress import LiveProgress
-from course_lib.timeline import plot_timeline, task_spans
+from course_lib.viz.display import show_diagram, show_source, show_svg
+from course_lib.viz.plotting import plot_comparison, plot_learning_curves
+from course_lib.viz.timeline import plot_timeline, task_spans
 
 
 @dataclass
@@ -151,7 +151,7 @@ def test_in_notebook_knows_kernels_and_their_subclasses(monkeypatch):
     from ipykernel.zmqshell import ZMQInteractiveShell
     from IPython.terminal.interactiveshell import TerminalInteractiveShell
 
-    from course_lib.display import in_notebook
+    from course_lib.progress import in_notebook
 
     class Shell(ZMQInteractiveShell):                 # e.g. google.colab's
         pass

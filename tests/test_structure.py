@@ -1,5 +1,7 @@
-"""The shape of `course_lib`: no import cycle at run time, one way from SAC's driver to its
-learner, every module under 400 lines, and one trainer protocol."""
+"""The shape of `course_lib`: three layers (the RL core; `teaching/`, the exercises, quizzes and
+demos; `viz/`, the pictures), the core never importing teaching code and drawing only lazily; no
+import cycle at run time, one way from SAC's driver to its learner, every module under 400
+lines, and one trainer protocol."""
 
 import ast
 import subprocess
@@ -9,9 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "course_lib"
-# `pieces.yours` calls the exercise checkers (teaching code) from the core: issue 26, item 3
-# separates the two; drop this exception when it does
-KNOWN = {("course_lib.pieces", "course_lib.exercises")}
+TEACHING, VIZ = "course_lib.teaching", "course_lib.viz"
 
 
 def module_names() -> dict[str, Path]:
@@ -26,27 +26,98 @@ def _type_checking_only(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
+def _package(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _imported(node: ast.AST, package: str) -> set[str]:
+    """The dotted names an import statement may load (`from a import b`: a and a.b), with a
+    relative import resolved against `package`; empty for any other node."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            head = package.split(".")[:len(package.split(".")) - node.level + 1]
+            base = ".".join(head + ([base] if base else []))
+        return {base} | {f"{base}.{alias.name}" for alias in node.names}
+    return set()
+
+
+def in_layer(name: str, layer: str) -> bool:
+    return name == layer or name.startswith(layer + ".")
+
+
+def teaching_code(modules: dict[str, Path]) -> set[str]:
+    """The teaching layer, and any module elsewhere that is teaching code by what it declares
+    (`teaching_marks`), with the packages that hold one (`exercises`, when it sat directly in
+    course_lib): so an import of teaching code is found wherever that code lives."""
+    marked = {name for name, path in modules.items()
+              if in_layer(name, TEACHING) or teaching_marks(path)}
+    parts = [name.split(".") for name in marked]
+    return marked | {".".join(p[:i]) for p in parts for i in range(2, len(p))}
+
+
+def core_modules() -> dict[str, Path]:
+    """The RL core: every module of course_lib outside `teaching/` and `viz/` (and not
+    teaching code by what it declares)."""
+    modules = module_names()
+    teaching = teaching_code(modules)
+    return {name: path for name, path in modules.items()
+            if name not in teaching and not in_layer(name, VIZ)}
+
+
+def layer_breaches(name: str, path: Path, teaching: frozenset[str] = frozenset({TEACHING})
+                   ) -> list[str]:
+    """How the core module `name` breaks the layering: an import of teaching code (a module
+    in or under one of `teaching`) anywhere, even under TYPE_CHECKING, or of a picture module
+    at module level (a class body runs at import too); an import inside a function, run only
+    when it draws, is allowed. One line per import statement, in line order."""
+    package, found = _package(name, path), []
+    todo: list[tuple[ast.AST, bool]] = [(ast.parse(path.read_text()), True)]
+    while todo:
+        node, top = todo.pop()
+        inner = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        todo.extend((child, inner) for child in ast.iter_child_nodes(node))
+        modules = _imported(node, package)
+        taught = [m for m in modules if any(in_layer(m, layer) for layer in teaching)]
+        drawn = [m for m in modules if top and in_layer(m, VIZ)]
+        if taught:
+            found.append((node.lineno, f"imports {max(taught, key=len)} (teaching code)"))
+        elif drawn:
+            found.append((node.lineno, f"imports {max(drawn, key=len)} at module level "
+                                       "(import it inside the function that draws)"))
+    return [f"{name}:{line} {what}" for line, what in sorted(found)]
+
+
+def teaching_marks(path: Path) -> list[str]:
+    """What makes a module teaching code, read from its syntax: it declares exercise checkers
+    (`@checker(...)`) or quiz questions (`Question(...)`), or shows widgets (ipywidgets)."""
+    marks = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                "checker" in ast.unparse(d).split("(")[0] for d in node.decorator_list):
+            marks.add("declares exercise checkers")
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("Question"):
+            marks.add("declares quiz questions")
+        elif any(in_layer(m, "ipywidgets") for m in _imported(node, "")):
+            marks.add("shows widgets")
+    return sorted(marks)
+
+
 def run_time_imports(name: str, path: Path, modules) -> set[str]:
     """The course_lib modules `name` imports when it runs: at the top or inside a function,
     not under `if TYPE_CHECKING` (never run); a package importing its own submodules is the
     package itself, not an edge."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = _package(name, path)
     found, todo = set(), [ast.parse(path.read_text())]
     while todo:
         node = todo.pop()
         if _type_checking_only(node):
             continue
         todo.extend(ast.iter_child_nodes(node))
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                head = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join(head + ([base] if base else []))
-            found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
-    return {m for m in found if m in modules and m != name and not m.startswith(name + ".")
-            and (name, m) not in KNOWN}
+        found |= _imported(node, package)
+    return {m for m in found if m in modules and m != name and not m.startswith(name + ".")}
 
 
 def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -80,6 +151,41 @@ def test_no_course_lib_module_imports_one_that_imports_it_back():
     assert import_cycle(graph) is None
 
 
+def test_layer_breaches_finds_teaching_anywhere_and_viz_only_at_module_level(tmp_path):
+    path = tmp_path / "example.py"
+    path.write_text("from course_lib.viz import plotting\n"
+                    "class A:\n    from course_lib.viz.display import show_source\n"
+                    "def f():\n    from course_lib.viz import render\n"
+                    "    from course_lib.teaching import exercises\n"
+                    "if TYPE_CHECKING:\n    from .teaching.quiz import Question\n")
+    breaches = layer_breaches("course_lib.example", path)
+    assert [b.split(" (")[0].removesuffix(" at module level") for b in breaches] == [
+        "course_lib.example:1 imports course_lib.viz.plotting",
+        "course_lib.example:3 imports course_lib.viz.display.show_source",
+        "course_lib.example:6 imports course_lib.teaching.exercises",
+        "course_lib.example:8 imports course_lib.teaching.quiz.Question"]
+
+
+def test_the_core_never_imports_teaching_code_and_draws_only_lazily():
+    """A newcomer reads the RL core without the exercises, quizzes or plots: no core module
+    imports `course_lib.teaching` (the teaching layer builds on the core, never the other way),
+    and `course_lib.viz` only inside the function that draws."""
+    core, teaching = core_modules(), frozenset(teaching_code(module_names()))
+    assert "course_lib.trainer" in core and "course_lib.pieces" in core
+    assert [b for name, path in sorted(core.items())
+            for b in layer_breaches(name, path, teaching)] == []
+
+
+def test_teaching_code_lives_in_the_teaching_layer():
+    """The layers are packages of their own, and what makes code teaching code (exercise
+    checkers, quiz questions, widgets) is in `course_lib.teaching`, nowhere else."""
+    modules = module_names()
+    assert TEACHING in modules and VIZ in modules, "course_lib/teaching/ and course_lib/viz/"
+    outside = {name: marks for name, path in modules.items()
+               if not in_layer(name, TEACHING) and (marks := teaching_marks(path))}
+    assert outside == {}
+
+
 def test_sac_learner_does_not_depend_on_the_driver():
     """The maths (`sac.learner`) is used without Ray; the driver (`sac.parallel`) builds on it,
     not the other way round, not even for a type annotation."""
@@ -94,7 +200,7 @@ def test_every_module_is_under_400_lines():
     assert long == {}
 
 
-@pytest.mark.parametrize("name", ["course_lib.render", "course_lib.cli", "course_lib.trainer",
+@pytest.mark.parametrize("name", ["course_lib.viz.render", "course_lib.cli", "course_lib.trainer",
                                   "course_lib.runs", "course_lib.results"])
 def test_each_module_imports_first_in_a_fresh_interpreter(name):
     done = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True,
@@ -108,8 +214,8 @@ def test_the_trainers_declare_the_protocol_the_loop_uses():
     from course_lib import trainer
     from course_lib.apex import ApexTrainer
     from course_lib.dqn import DQNTrainer
-    from course_lib.rllib_compare import RLlibTrainer
     from course_lib.sac import SACTrainer
+    from course_lib.teaching.rllib_compare import RLlibTrainer
 
     for cls in (ApexTrainer, DQNTrainer, SACTrainer, RLlibTrainer):
         assert issubclass(cls, trainer.Trainable)

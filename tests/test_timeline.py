@@ -1,8 +1,8 @@
-"""course_lib.timeline on a small hand-made Chrome trace in ray.timeline()'s format."""
+"""course_lib.viz.timeline on a small hand-made Chrome trace in ray.timeline()'s format."""
 
 import pytest
 
-from course_lib import timeline
+from course_lib.viz import timeline
 
 
 def call(cat, tid, ts_s, dur_s, name=None):

@@ -36,8 +36,9 @@
 
 The driver hands the pieces to its workers and its learner (Ray pickles a class or function
 defined in a notebook by value); each worker builds its own from them. Without `pieces` every
-actor runs exactly as before. `yours(outbox=Outbox, ...)` keeps the pieces that pass their
-exercise's check, so an attendee with a blank exercise still gets a working run, on
+actor runs exactly as before. The notebooks pick the pieces with `exercises.yours(outbox=Outbox,
+...)` (`course_lib.teaching.exercises`), which keeps those that pass their exercise's check
+(`check_<key>`), so an attendee with a blank exercise still gets a working run, on
 `course_lib`'s piece.
 
 A wrong piece ends the run with one line naming it, never a hang: every call of the piece runs
@@ -64,27 +65,27 @@ from typing import Any
 from course_lib.errors import first_line
 from course_lib.failures import PieceError
 
-#: key -> (the exercise's name, what it is, its checker in `course_lib.exercises`)
-PIECES: dict[str, tuple[str, str, str]] = {
-    "outbox": ("Outbox", "explorer send step", "check_outbox"),
-    "weights_follower": ("WeightsFollower", "weights follower", "check_weights_follower"),
-    "find_prefix_sum": ("find_prefix_sum", "sum-tree descent", "check_find_prefix_sum"),
-    "stratified_targets": ("stratified_targets", "stratified targets", "check_stratified_targets"),
-    "importance_weights": ("importance_weights", "importance weights", "check_importance_weights"),
-    "prioritized_sample": ("prioritized_sample", "prioritized sample", "check_prioritized_sample"),
-    "explorer_epsilons": ("explorer_epsilons", "explorers' epsilons", "check_explorer_epsilons"),
-    "updates_allowed": ("updates_allowed", "driver's throttle", "check_updates_allowed"),
-    "learner_chunks": ("learner_chunks", "driver's learner calls", "check_learner_chunks"),
-    "versioned_weights": ("VersionedWeights", "parameter server", "check_versioned_weights"),
-    "cached_weights": ("CachedWeights", "pull if newer", "check_cached_weights"),
-    "prefetched_weights": ("PrefetchedWeights", "prefetched pull", "check_prefetched_weights"),
-    "average_gradients": ("average_gradients", "gradient average", "check_average_gradients"),
-    "worker_step": ("worker_step", "asynchronous worker step", "check_worker_step"),
-    "squashed_log_prob": ("squashed_log_prob", "squashed log-prob", "check_squashed_log_prob"),
-    "soft_target": ("soft_target", "soft Bellman target", "check_soft_target"),
-    "polyak": ("polyak", "Polyak target update", "check_polyak"),
-    "rollout": ("rollout", "rollout worker's loop", "check_rollout"),
-    "drive": ("drive", "driver's loop", "check_drive"),
+#: key -> (the exercise's name, what it is)
+PIECES: dict[str, tuple[str, str]] = {
+    "outbox": ("Outbox", "explorer send step"),
+    "weights_follower": ("WeightsFollower", "weights follower"),
+    "find_prefix_sum": ("find_prefix_sum", "sum-tree descent"),
+    "stratified_targets": ("stratified_targets", "stratified targets"),
+    "importance_weights": ("importance_weights", "importance weights"),
+    "prioritized_sample": ("prioritized_sample", "prioritized sample"),
+    "explorer_epsilons": ("explorer_epsilons", "explorers' epsilons"),
+    "updates_allowed": ("updates_allowed", "driver's throttle"),
+    "learner_chunks": ("learner_chunks", "driver's learner calls"),
+    "versioned_weights": ("VersionedWeights", "parameter server"),
+    "cached_weights": ("CachedWeights", "pull if newer"),
+    "prefetched_weights": ("PrefetchedWeights", "prefetched pull"),
+    "average_gradients": ("average_gradients", "gradient average"),
+    "worker_step": ("worker_step", "asynchronous worker step"),
+    "squashed_log_prob": ("squashed_log_prob", "squashed log-prob"),
+    "soft_target": ("soft_target", "soft Bellman target"),
+    "polyak": ("polyak", "Polyak target update"),
+    "rollout": ("rollout", "rollout worker's loop"),
+    "drive": ("drive", "driver's loop"),
 }
 
 
@@ -94,24 +95,6 @@ def check_keys(pieces: dict[str, Any]) -> None:
         if key not in PIECES:
             raise ValueError(f"pieces: unknown piece {key!r}; the pieces are "
                              f"{', '.join(map(repr, PIECES))}")
-
-
-def yours(**candidates) -> tuple[dict[str, Any], str]:
-    """(the pieces that pass their exercise's check, one line saying whose each piece is):
-    `yours(outbox=Outbox)` -> ({"outbox": Outbox}, "explorer send step: yours"). A piece that
-    fails its check is left out: the trainer then uses `course_lib`'s."""
-    from course_lib import exercises
-
-    check_keys(candidates)
-    chosen, said = {}, []
-    for key, piece in candidates.items():
-        _, title, checker = PIECES[key]
-        result = getattr(exercises, checker)(piece)
-        if result.passed:
-            chosen[key] = piece
-        said.append(f"{title}: " + ("yours" if result.passed else
-                                    f"course_lib's (yours: {result.message})"))
-    return chosen, "; ".join(said)
 
 
 @dataclass

@@ -1,6 +1,5 @@
 """The guards around notebook 05's pieces (Ape-X): the explorers' epsilons, the driver's
-throttle and the driver's learner calls in flight; and `from_notebook`, which brings an
-earlier notebook's pieces (04's `find_prefix_sum`) into notebook 05's own-parts run.
+throttle and the driver's learner calls in flight.
 
 Each guard calls the attendee's function through `Guarded` (a time limit, one line naming it)
 and checks what it must do, as the run goes:
@@ -16,8 +15,6 @@ and checks what it must do, as the run goes:
 from __future__ import annotations
 
 import math
-import re
-from pathlib import Path
 
 import numpy as np
 
@@ -97,32 +94,3 @@ class Chunks:
         if not sizes and in_flight == 0 and due > submitted:
             raise self.piece.broke(f"{where} it sent none: the learner would wait forever")
         return sizes
-
-
-def from_notebook(number: str, *names: str, folder: str | Path = ".") -> dict:
-    """{name: the attendee's function or class} for each of `names` that notebook `number`
-    (its .ipynb in `folder`, the attendee's own copy) defines in an exercise cell, or in a
-    solution cell of the source edition; each cell is run as the notebook runs it, in a
-    namespace of its own (`__main__`, so that Ray sends it by value). A name the notebook
-    does not define, or whose cell fails, is left out: the run uses `course_lib`'s."""
-    import nbformat
-
-    paths = sorted(Path(folder).glob(f"{number}_*.ipynb"))
-    if not paths:
-        return {}
-    namespace: dict = {"__name__": "__main__"}
-    exec("import numpy as np\nimport ray", namespace)
-    found = {}
-    for cell in nbformat.read(paths[0], as_version=4).cells:
-        tags = cell.metadata.get("tags", [])
-        if cell.cell_type != "code" or not {"exercise", "solution"} & set(tags):
-            continue
-        defined = [n for n in names if re.search(rf"^(def|class) {n}\b", cell.source, re.M)]
-        if not defined:
-            continue
-        try:
-            exec(cell.source, namespace)
-        except Exception:                     # an unfinished cell: course_lib's piece
-            continue
-        found.update({n: namespace[n] for n in defined})
-    return found

@@ -6,7 +6,7 @@ import math
 
 import ray
 
-from course_lib.exercises.core import _Failed, checker
+from course_lib.teaching.exercises.core import _Failed, checker
 
 
 @checker(6, "squashed_log_prob",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from course_lib.exercises.core import _Failed, checker
+from course_lib.teaching.exercises.core import _Failed, checker
 
 
 @checker(8, "job_entrypoint",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from course_lib.exercises.core import _Failed, checker
+from course_lib.teaching.exercises.core import _Failed, checker
 
 
 @checker(7, "eval_return",

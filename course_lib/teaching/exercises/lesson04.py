@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course_lib.exercises.core import _Failed, checker, require_close
+from course_lib.teaching.exercises.core import _Failed, checker, require_close
 
 
 class _CountingArray:

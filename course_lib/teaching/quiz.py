@@ -1,12 +1,13 @@
 """Check-your-understanding questions at the end of each notebook: multiple choice, checked on a
 click, every option explained.
 
-    quiz("05")          # the questions of course_lib/quizzes/lesson05.py
+    quiz("05")          # the questions of course_lib/teaching/quizzes/lesson05.py
 
 shows one block per question (ipywidgets: radio buttons, a Check button, the verdict). Picking
 an option shows why that option is right or wrong; a wrong pick does not give the answer away,
 so the attendee can think again and try another. The questions and their key live in
-`course_lib.quizzes`, not in the notebook cell, so that the key is not on the attendee's screen.
+`course_lib.teaching.quizzes`, not in the notebook cell, so that the key is not on the
+attendee's screen.
 
 A widget's stored view renders only in a notebook JupyterLab trusts, and it trusts none it did
 not run itself (a fresh clone, the attendee edition): the quiz output therefore also carries
@@ -75,12 +76,12 @@ class Question:
 
 
 def questions(lesson: str) -> tuple[Question, ...]:
-    """The questions of notebook `lesson` ("00" to "08"), from course_lib/quizzes/."""
-    from course_lib.quizzes import LESSONS
+    """The questions of notebook `lesson` ("00" to "08"), from course_lib/teaching/quizzes/."""
+    from course_lib.teaching.quizzes import LESSONS
 
     if lesson not in LESSONS:
         raise ValueError(f"no quiz for lesson {lesson!r}: pick one of {', '.join(LESSONS)}")
-    return importlib.import_module(f"course_lib.quizzes.lesson{lesson}").QUESTIONS
+    return importlib.import_module(f"course_lib.teaching.quizzes.lesson{lesson}").QUESTIONS
 
 
 class Quiz(widgets.VBox):

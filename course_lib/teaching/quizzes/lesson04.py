@@ -1,7 +1,7 @@
 """Notebook 04 (replay): a sum-tree descent, n-step targets, time limits, importance weights,
 and what batching the adds buys."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

@@ -1,5 +1,5 @@
 """The end-of-notebook questions, one module per notebook (`lesson05.py` for notebook 05), each
-with a tuple `QUESTIONS` that `course_lib.quiz.quiz("05")` shows.
+with a tuple `QUESTIONS` that `course_lib.teaching.quiz.quiz("05")` shows.
 
 They live here, not in the notebook cell, so that the key is not on the attendee's screen. How
 to write one (tests/test_quiz.py checks the parts a test can check):

@@ -1,7 +1,7 @@
 """Notebook 07 (RLlib): reading a result dict, who writes files, time to a goal, where RLlib
 samples, when to pick it."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

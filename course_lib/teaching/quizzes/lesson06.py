@@ -1,7 +1,7 @@
 """Notebook 06 (parallel SAC): what a worker pulls, the soft target by hand, the tanh
 correction, and who sets the pace on two cores."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ray
 
-from course_lib.exercises.core import _Failed, checker
+from course_lib.teaching.exercises.core import _Failed, checker
 
 
 @checker(3, "average_gradients",

@@ -1,7 +1,7 @@
 """Notebook 05 (Ape-X): initial priorities, the replay ratio at work, explorer epsilons,
 throughput on two cores, restarts."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

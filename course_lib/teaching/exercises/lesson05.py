@@ -6,7 +6,7 @@ import time
 
 import ray
 
-from course_lib.exercises.core import _Failed, checker, require_close
+from course_lib.teaching.exercises.core import _Failed, checker, require_close
 
 
 @checker(5, "dueling_q",

@@ -1,7 +1,7 @@
 """Notebook 03 (parameter server): pull by version, references to weights, staleness, and when
 asynchronous SGD pays."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

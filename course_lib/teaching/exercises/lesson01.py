@@ -7,7 +7,7 @@ import time
 
 import ray
 
-from course_lib.exercises.core import _Failed, _forbid_ray_get, checker
+from course_lib.teaching.exercises.core import _Failed, _forbid_ray_get, checker
 
 
 @checker(1, "tree_sum",

@@ -1,16 +1,23 @@
-"""The machinery every checker shares: the result, the decorator, the registry."""
+"""The machinery every checker shares: the result, the decorator, the registry; `yours`,
+which hands the attendee's pieces that pass their check to the real trainer; and
+`from_notebook`, which brings an earlier notebook's pieces (04's `find_prefix_sum`) into a
+later notebook's own-parts run (05's)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import html
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import ray
 
 from course_lib.errors import first_line
+from course_lib.pieces import PIECES, check_keys
 
 
 @dataclass
@@ -97,3 +104,47 @@ def _forbid_ray_get(hint: str):
         yield
     finally:
         ray.get = original
+
+
+def yours(**candidates) -> tuple[dict[str, Any], str]:
+    """(the pieces that pass their exercise's check, one line saying whose each piece is):
+    `yours(outbox=Outbox)` -> ({"outbox": Outbox}, "explorer send step: yours"). A piece that
+    fails its check is left out: the trainer then uses `course_lib`'s."""
+    check_keys(candidates)
+    chosen, said = {}, []
+    for key, piece in candidates.items():
+        result = CHECKERS[f"check_{key}"](piece)
+        if result.passed:
+            chosen[key] = piece
+        said.append(f"{PIECES[key][1]}: " + ("yours" if result.passed else
+                                             f"course_lib's (yours: {result.message})"))
+    return chosen, "; ".join(said)
+
+
+def from_notebook(number: str, *names: str, folder: str | Path = ".") -> dict:
+    """{name: the attendee's function or class} for each of `names` that notebook `number`
+    (its .ipynb in `folder`, the attendee's own copy) defines in an exercise cell, or in a
+    solution cell of the source edition; each cell is run as the notebook runs it, in a
+    namespace of its own (`__main__`, so that Ray sends it by value). A name the notebook
+    does not define, or whose cell fails, is left out: the run uses `course_lib`'s."""
+    import nbformat
+
+    paths = sorted(Path(folder).glob(f"{number}_*.ipynb"))
+    if not paths:
+        return {}
+    namespace: dict = {"__name__": "__main__"}
+    exec("import numpy as np\nimport ray", namespace)
+    found = {}
+    for cell in nbformat.read(paths[0], as_version=4).cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type != "code" or not {"exercise", "solution"} & set(tags):
+            continue
+        defined = [n for n in names if re.search(rf"^(def|class) {n}\b", cell.source, re.M)]
+        if not defined:
+            continue
+        try:
+            exec(cell.source, namespace)
+        except Exception:                     # an unfinished cell: course_lib's piece
+            continue
+        found.update({n: namespace[n] for n in defined})
+    return found

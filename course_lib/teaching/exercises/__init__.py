@@ -10,9 +10,13 @@ A checker tests behaviour (results, ordering, calls made, when tasks ran), never
 never raises: it returns a `CheckResult` that shows as a green tick, or as a red cross with what
 is wrong and a hint. Each is declared once with `@checker(notebook, exercise, success)` and
 listed in `CHECKERS`, notebook by notebook.
+
+`yours(outbox=Outbox, ...)` hands the attendee's pieces that pass their check to the real
+trainer (`course_lib.pieces`): the check of the piece `<key>` is `check_<key>`;
+`from_notebook("04", "find_prefix_sum")` brings an earlier notebook's answers along.
 """
 
-from course_lib.exercises import (  # noqa: F401  (importing a lesson registers its checkers)
+from course_lib.teaching.exercises import (  # noqa: F401  (importing a lesson registers its checkers)
     lesson01,
     lesson02,
     lesson03,
@@ -22,8 +26,14 @@ from course_lib.exercises import (  # noqa: F401  (importing a lesson registers 
     lesson07,
     lesson08,
 )
-from course_lib.exercises.core import CHECKERS, CheckResult, checker
+from course_lib.teaching.exercises.core import (
+    CHECKERS,
+    CheckResult,
+    checker,
+    from_notebook,
+    yours,
+)
 
 globals().update(CHECKERS)          # exercises.check_tree_sum(...), as the notebooks call them
 
-__all__ = ["CHECKERS", "CheckResult", "checker", *CHECKERS]
+__all__ = ["CHECKERS", "CheckResult", "checker", "from_notebook", "yours", *CHECKERS]

@@ -1,6 +1,6 @@
 """Notebook 00 (set-up check): quick mode, the quiet Ray start, the dashboard, ray.wait."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

@@ -1,7 +1,7 @@
 """Notebook 02 (parallel rollouts): sync against async collection, reward-to-go, ray.put of the
 weights, what asynchrony costs."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

@@ -1,7 +1,7 @@
 """Notebook 08 (clusters): a job's working_dir, quoting the entrypoint, what `ray down` leaves,
 and what a forgotten cluster costs."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

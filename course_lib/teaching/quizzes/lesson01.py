@@ -1,6 +1,6 @@
 """Notebook 01 (Ray core): tasks and their timeline, ray.get placement, actor order, ray.put."""
 
-from course_lib.quiz import Question, right, wrong
+from course_lib.teaching.quiz import Question, right, wrong
 
 QUESTIONS = (
     Question(

@@ -174,7 +174,7 @@ class Ladder:
         return "\n".join(lines)
 
     def plot(self, ax=None):
-        from course_lib.plotting import plot_ladder
+        from course_lib.viz.plotting import plot_ladder
 
         return plot_ladder(self.cfg.latencies_ms,
                            {self.labels[v]: self.measured[v] for v in VARIANTS},
