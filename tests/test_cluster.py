@@ -4,6 +4,7 @@ this machine (`ray start` head + worker, token auth) running jobs through the Jo
 
 import json
 import os
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -521,10 +522,15 @@ def _marked(name: str, value: str) -> list[int]:
 
 
 def test_kill_marked_kills_exactly_the_marked_processes(tmp_path):
-    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
-    marked = psutil.Popen(sleep, env={**os.environ, "COURSE_TEST_MARK": str(tmp_path)})
-    other = psutil.Popen(sleep, env={**os.environ, "COURSE_TEST_MARK": str(tmp_path) + "-x"})
+    # Each child says so once it runs: until it has exec'd, /proc shows the parent's
+    # environment, without the mark (seen on a loaded machine), and neither would find it.
+    sleep = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
+    marked = psutil.Popen(sleep, env={**os.environ, "COURSE_TEST_MARK": str(tmp_path)},
+                          stdout=subprocess.PIPE, text=True)
+    other = psutil.Popen(sleep, env={**os.environ, "COURSE_TEST_MARK": str(tmp_path) + "-x"},
+                         stdout=subprocess.PIPE, text=True)
     try:
+        assert marked.stdout.readline() == "up\n" and other.stdout.readline() == "up\n"
         assert _marked("COURSE_TEST_MARK", str(tmp_path)) == [marked.pid]
         cl.kill_marked("COURSE_TEST_MARK", str(tmp_path))
         assert marked.wait(timeout=10) == -9 and other.is_running()
