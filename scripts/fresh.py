@@ -7,7 +7,9 @@ execute`), a benchmark result `bench/results/*.json` (its `meta.commit`, written
 `bench/benchlib.py`) or a figure `bench/figures/*.png` (the commit of the JSON it is drawn
 from). Its code is:
 
-- a notebook: `course_lib/**.py` and the notebook's own code cells;
+- a notebook: `course_lib/**.py`, the notebook's own code cells, and each benchmark result
+  it loads (`bench_results.load("NAME")` in a code cell: its outputs print that JSON, so a
+  result re-measured since the notebook ran makes the notebook stale);
 - a result or figure: `course_lib/**.py` and `bench/**.py`.
 
 The code is compared at the recorded commit and in the working tree with comments and
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +48,19 @@ class Output:
     code: tuple[str, ...]          # folders whose .py files it depends on
     own: str | None = None         # a notebook: itself (its code cells are code too)
     recorded: str = ""             # what it records instead of a commit, if anything
+    data: tuple[str, ...] = ()     # files it reads, compared whole (a notebook's bench results)
+
+
+#: a notebook's use of a benchmark result: `bench_results.load("apex")`
+LOADS_RESULT = re.compile(r"bench_results\.load\(\s*[\"'](\w+)[\"']")
+
+
+def results_loaded(text: str) -> tuple[str, ...]:
+    """The bench/results/*.json files that a notebook's code cells load."""
+    cells = json.loads(text).get("cells", [])
+    code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                     for c in cells if c.get("cell_type") == "code")
+    return tuple(sorted({f"bench/results/{name}.json" for name in LOADS_RESULT.findall(code)}))
 
 
 def strip_docstrings(tree: ast.AST) -> ast.AST:
@@ -131,6 +147,8 @@ class Repository:
             old, new = self.text(output.commit, path), self.text(None, path)
             if old is None or new is None or normalized(path, old) != normalized(path, new):
                 changed.append(path)
+        changed += [path for path in output.data
+                    if self.text(output.commit, path) != self.text(None, path)]
         return changed
 
 
@@ -144,9 +162,10 @@ def outputs(root: Path = ROOT) -> list[Output]:
     tracked = set(git("ls-files", "notebooks", "bench", root=root).splitlines())
     found = []
     for path in sorted(p for p in tracked if p.startswith("notebooks/") and p.endswith(".ipynb")):
-        meta = json.loads((root / path).read_text()).get("metadata", {}).get("course", {})
+        text = (root / path).read_text()
+        meta = json.loads(text).get("metadata", {}).get("course", {})
         found.append(Output(path, recorded_commit(meta.get("commit")), NOTEBOOK_CODE, own=path,
-                            recorded=str(meta.get("commit") or "")))
+                            recorded=str(meta.get("commit") or ""), data=results_loaded(text)))
     results = {}
     for path in sorted(p for p in tracked if p.startswith("bench/results/")
                        and p.endswith(".json")):
@@ -175,7 +194,8 @@ def check(root: Path = ROOT) -> list[tuple[str, str, str]]:
             continue
         commit = output.commit.removesuffix(DIRTY)
         try:
-            changed = repo.changed(Output(output.path, commit, output.code, output.own))
+            changed = repo.changed(Output(output.path, commit, output.code, output.own,
+                                          data=output.data))
         except RuntimeError:
             rows.append(("stale", output.path, f"{commit[:10]} is not in this repository"))
             continue

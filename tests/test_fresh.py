@@ -87,6 +87,26 @@ def test_bench_code_stales_results_only_and_a_notebook_its_own_cells(repo):
     assert _status(repo)["notebooks/01_a.ipynb"] == "stale"
 
 
+def test_a_notebook_is_stale_when_a_result_it_loads_is_re_measured(repo):
+    # notebooks print bench/results/*.json through bench_results.load: a new run of that
+    # benchmark makes the printed figures old even though no code changed
+    loads = nbformat.v4.new_code_cell(
+        "from course_lib.teaching import bench_results\nb = bench_results.load('speed')")
+    nb = nbformat.v4.new_notebook(cells=[loads])
+    nbformat.write(nb, repo / "notebooks" / "02_b.ipynb")
+    nb.metadata["course"] = {"commit": _commit(repo, "a notebook that loads speed.json")}
+    nbformat.write(nb, repo / "notebooks" / "02_b.ipynb")         # executed at that commit
+    _commit(repo, "its outputs")
+    assert _status(repo)["notebooks/02_b.ipynb"] == "fresh"
+    (repo / "bench" / "results" / "speed.json").write_text(
+        json.dumps({"meta": {"commit": provenance.head(repo)}, "rows": [1]}))
+    status = _status(repo)
+    assert status["notebooks/02_b.ipynb"] == "stale"
+    assert status["notebooks/01_a.ipynb"] == "fresh"                 # it loads no result
+    detail = {path: d for _, path, d in fresh.check(repo)}
+    assert "bench/results/speed.json changed" in detail["notebooks/02_b.ipynb"]
+
+
 def test_a_run_on_uncommitted_code_is_stale_and_exit_status_follows_report(repo, monkeypatch):
     data = json.loads((repo / "bench" / "results" / "speed.json").read_text())
     data["meta"]["commit"] += provenance.DIRTY
