@@ -55,11 +55,15 @@ class Output:
 LOADS_RESULT = re.compile(r"bench_results\.load\(\s*[\"'](\w+)[\"']")
 
 
+def code_cells(text: str) -> list[str]:
+    """The sources of a notebook's code cells."""
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in json.loads(text).get("cells", []) if c.get("cell_type") == "code"]
+
+
 def results_loaded(text: str) -> tuple[str, ...]:
     """The bench/results/*.json files that a notebook's code cells load."""
-    cells = json.loads(text).get("cells", [])
-    code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                     for c in cells if c.get("cell_type") == "code")
+    code = "\n".join(code_cells(text))
     return tuple(sorted({f"bench/results/{name}.json" for name in LOADS_RESULT.findall(code)}))
 
 
@@ -86,11 +90,8 @@ def normalized_python(text: str) -> str:
 
 def normalized_notebook(text: str) -> str:
     """A notebook's code cells, each normalized like a .py file (magics and shell lines out)."""
-    cells = json.loads(text).get("cells", [])
-    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-               for c in cells if c.get("cell_type") == "code"]
     code = ["\n".join(line for line in s.splitlines() if not line.lstrip().startswith(("%", "!")))
-            for s in sources]
+            for s in code_cells(text)]
     return "\n".join(normalized_python(s) for s in code)
 
 
