@@ -10,7 +10,18 @@ from). Its code is:
 - a notebook: `course_lib/**.py`, the notebook's own code cells, and each benchmark result
   it loads (`bench_results.load("NAME")` in a code cell: its outputs print that JSON, so a
   result re-measured since the notebook ran makes the notebook stale);
-- a result or figure: `course_lib/**.py` and `bench/**.py`.
+- a result: the `.py` files of `course_lib/` and `bench/` that its benchmark `bench/NAME.py`
+  imports, directly or through others (`import_closure`), so that a change the benchmark
+  cannot run (a notebook exercise's checker, say) leaves its result fresh; a result with no
+  such module: all of `course_lib/**.py` and `bench/**.py`;
+- a figure: its result's code and `bench/plots.py`, which draws it from the result (the one
+  module `plots.py` imports, `bench/scaling.py`, is the scaling result's own).
+
+The import closure is read from the code as it is now, and counts a module when a file names
+it in an `import`, in a string (`importlib.import_module("course_lib.apex")`, `python -m
+course_lib`: a package's `__main__` too) or as the literal start of an f-string (every module
+that starts so). A module that stopped importing another has itself changed, so reading the
+closure of now, not of the recorded commit, misses nothing.
 
 The code is compared at the recorded commit and in the working tree with comments and
 docstrings ignored (`ast.dump` of each file with its docstrings stripped; a notebook's code
@@ -49,6 +60,7 @@ class Output:
     own: str | None = None         # a notebook: itself (its code cells are code too)
     recorded: str = ""             # what it records instead of a commit, if anything
     data: tuple[str, ...] = ()     # files it reads, compared whole (a notebook's bench results)
+    only: frozenset[str] | None = None   # of `code`, only these files count (None: all)
 
 
 #: a notebook's use of a benchmark result: `bench_results.load("apex")`
@@ -99,6 +111,64 @@ def normalized(path: str, text: str) -> str:
     return normalized_notebook(text) if path.endswith(".ipynb") else normalized_python(text)
 
 
+def module_paths(root: Path) -> dict[str, str]:
+    """{dotted module name: path} of every .py file under `CODE` in the working tree."""
+    found = {}
+    for folder in CODE:
+        for file in (root / folder).rglob("*.py"):
+            if "__pycache__" not in file.parts:
+                parts = file.relative_to(root).with_suffix("").parts
+                found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = \
+                    str(file.relative_to(root))
+    return found
+
+
+def names_imported(path: str, module: str, modules: dict[str, str], root: Path) -> set[str]:
+    """The modules of `modules` that the file `path` (module `module`) names: in an import
+    (relative ones resolved), as a whole string, or as an f-string's literal start."""
+    tree = ast.parse((root / path).read_text())
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            source = (f"{base}.{node.module}" if node.module else base) if node.level \
+                else node.module or ""
+            names |= {source} | {f"{source}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Constant) and node.value in modules:
+            names |= {node.value, f"{node.value}.__main__"}       # also `python -m package`
+        elif (isinstance(node, ast.JoinedStr) and node.values
+              and isinstance(node.values[0], ast.Constant)
+              and str(node.values[0].value).startswith(CODE)):
+            names |= {name for name in modules if name.startswith(node.values[0].value)}
+    return names
+
+
+def import_closure(module: str, root: Path = ROOT) -> frozenset[str] | None:
+    """The .py paths that running `module` can execute: it, every module it imports through
+    `CODE`'s packages, and each one's parent packages (their `__init__` runs first). None
+    when `module` is not there."""
+    modules = module_paths(root)
+    if module not in modules:
+        return None
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        while name and name not in modules:       # `from pkg import function`: pkg itself
+            name = name.rpartition(".")[0]
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += names_imported(modules[name], name, modules, root)
+    return frozenset(modules[name] for name in seen)
+
+
 def files_at(commit: str, folders, root: Path) -> dict[str, str]:
     """{path: blob hash} of the .py files under `folders` at `commit`."""
     out = git("ls-tree", "-r", commit, "--", *folders, root=root)
@@ -140,7 +210,8 @@ class Repository:
         its commit and the working tree."""
         then, now = files_at(output.commit, output.code, self.root), files_now(output.code,
                                                                                 self.root)
-        candidates = sorted(p for p in then.keys() | now.keys() if then.get(p) != now.get(p))
+        candidates = sorted(p for p in then.keys() | now.keys() if then.get(p) != now.get(p)
+                            and (output.only is None or p in output.only))
         if output.own:
             candidates.append(output.own)
         changed = []
@@ -172,15 +243,19 @@ def outputs(root: Path = ROOT) -> list[Output]:
                        and p.endswith(".json")):
         meta = json.loads((root / path).read_text()).get("meta", {})
         results[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE,
-                                          recorded=str(meta.get("commit") or ""))
+                                          recorded=str(meta.get("commit") or ""),
+                                          only=import_closure(f"bench.{Path(path).stem}", root))
+    plots = frozenset({"bench/plots.py"})
     found += results.values()
     for path in sorted(p for p in tracked if p.startswith("bench/figures/")
                        and p.endswith(".png")):
         source = max((name for name in results if Path(path).stem.startswith(name)),
                      key=len, default=None)
+        only = results[source].only if source else None
         found.append(Output(path, results[source].commit if source else None, RESULT_CODE,
                             recorded=f"{results[source].path}: {results[source].recorded}"
-                            if source else "no result it is drawn from"))
+                            if source else "no result it is drawn from",
+                            only=None if only is None else only | plots))
     return found
 
 
@@ -196,7 +271,7 @@ def check(root: Path = ROOT) -> list[tuple[str, str, str]]:
         commit = output.commit.removesuffix(DIRTY)
         try:
             changed = repo.changed(Output(output.path, commit, output.code, output.own,
-                                          data=output.data))
+                                          data=output.data, only=output.only))
         except RuntimeError:
             rows.append(("stale", output.path, f"{commit[:10]} is not in this repository"))
             continue

@@ -1,6 +1,7 @@
 """scripts/fresh.py and scripts/provenance.py on a throwaway git repository: an output is stale
 when a statement of its code changed since the commit it records, not when a docstring or a
-comment did; outputs that record no commit are listed as such."""
+comment did; a result only when code its benchmark imports changed; outputs that record no
+commit are listed as such."""
 
 import json
 import subprocess
@@ -31,10 +32,13 @@ def repo(tmp_path):
     _git(tmp_path, "config", "user.email", "t@example.com")
     _git(tmp_path, "config", "user.name", "t")
     (tmp_path / "course_lib").mkdir()
+    (tmp_path / "course_lib" / "__init__.py").write_text("")
     (tmp_path / "course_lib" / "lib.py").write_text(LIB)
+    (tmp_path / "course_lib" / "exercise.py").write_text("def check(x):\n    return x\n")
     (tmp_path / "bench" / "results").mkdir(parents=True)
     (tmp_path / "bench" / "figures").mkdir()
-    (tmp_path / "bench" / "speed.py").write_text("print(1)\n")
+    (tmp_path / "bench" / "__init__.py").write_text("")
+    (tmp_path / "bench" / "speed.py").write_text("from course_lib.lib import f\nprint(f(1))\n")
     (tmp_path / "notebooks").mkdir()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%matplotlib inline\nx = 1")])
     nbformat.write(nb, tmp_path / "notebooks" / "01_a.ipynb")
@@ -85,6 +89,43 @@ def test_bench_code_stales_results_only_and_a_notebook_its_own_cells(repo):
     nb.cells[0].source = "%matplotlib inline\nx = 2"
     nbformat.write(nb, repo / "notebooks" / "01_a.ipynb")
     assert _status(repo)["notebooks/01_a.ipynb"] == "stale"
+
+
+def test_a_result_is_stale_only_when_code_its_benchmark_imports_changed(repo):
+    # course_lib/exercise.py is code no benchmark runs (a notebook's checker, say)
+    (repo / "course_lib" / "exercise.py").write_text("def check(x):\n    return not x\n")
+    status = _status(repo)
+    assert status["notebooks/01_a.ipynb"] == "stale"                 # notebooks: all of it
+    assert status["bench/results/speed.json"] == "fresh"
+    assert status["bench/figures/speed_curve.png"] == "fresh"
+    # once the benchmark's code imports it, the same kind of change makes its result stale
+    (repo / "course_lib" / "lib.py").write_text(LIB + "from course_lib import exercise\n")
+    (repo / "bench" / "results" / "speed.json").write_text(
+        json.dumps({"meta": {"commit": _commit(repo, "lib imports exercise")}}))
+    _commit(repo, "speed re-measured")
+    assert _status(repo)["bench/results/speed.json"] == "fresh"
+    (repo / "course_lib" / "exercise.py").write_text("def check(x):\n    return x + 1\n")
+    assert _status(repo)["bench/results/speed.json"] == "stale"
+    assert _status(repo)["bench/figures/speed_curve.png"] == "stale"
+
+
+def test_import_closure_follows_relative_imports_module_strings_and_f_strings(repo):
+    files = {"bench/a.py": "from .b import g\n",
+             "bench/b.py": "import importlib\nm = importlib.import_module('course_lib.lib')\n",
+             "bench/c.py": "import subprocess\nsubprocess.run(['python', '-m', 'course_lib'])\n",
+             "bench/d.py": "import importlib\nn = 'x'\n"
+                           "importlib.import_module(f'course_lib.p{n}')\n",
+             "course_lib/__main__.py": "from course_lib.exercise import check\n",
+             "course_lib/pa.py": "", "course_lib/pb.py": "", "course_lib/q.py": ""}
+    for path, text in files.items():
+        (repo / path).write_text(text)
+    closure = {m: fresh.import_closure(f"bench.{m}", repo) for m in "abcd"}
+    assert closure["a"] == {"bench/__init__.py", "bench/a.py", "bench/b.py",
+                            "course_lib/__init__.py", "course_lib/lib.py"}
+    assert "course_lib/exercise.py" in closure["c"]                  # through __main__
+    assert {"course_lib/pa.py", "course_lib/pb.py"} <= closure["d"]
+    assert "course_lib/q.py" not in closure["d"]
+    assert fresh.import_closure("bench.nothing_here", repo) is None
 
 
 def test_a_notebook_is_stale_when_a_result_it_loads_is_re_measured(repo):
