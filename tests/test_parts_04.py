@@ -2,7 +2,7 @@
 `stratified_targets`, `importance_weights` and the assembled `prioritized_sample`, taken from the
 notebook, draw the batches of the real Ape-X learner's prioritized buffer; a blank one leaves
 course_lib's in place and says so; a wrong one ends the run with one line naming it. And the
-fixed `learner_loop` is what section 6's demo runs as its learner side.
+fixed `learner_loop` is what trains section 6's DQN learner around a replay actor.
 
 The pieces are defined as the notebook defines them (in `__main__`, so Ray pickles them by
 value), and report to a named actor: what the driver reads there was counted in the learner.
@@ -185,9 +185,11 @@ def test_without_pieces_the_buffer_keeps_its_own_steps():
     assert "find_prefix_sum" not in vars(buffer.tree)
 
 
-def test_sections_6_demo_runs_the_attendees_learner_loop(ray_local):
-    """Section 6's demo cell, run as the notebook runs it: its learner side is the fixed
-    `learner_loop` of the exercise above it (counted), and the replay's stats agree."""
+def test_sections_6_dqn_trains_on_the_attendees_learner_loop(ray_local):
+    """Section 6's demo cell, run as the notebook runs it: every update of its DQN learner
+    went through the fixed `learner_loop` of the exercise above it (counted), each batch's
+    new priorities are the learner's |TD errors| on it, and the replay's stats agree with
+    what the explorers sent."""
     from course_lib import init_ray, quick_mode, replay
 
     namespace = {"__name__": "__main__", "np": np, "ray": ray, "replay": replay,
@@ -195,17 +197,28 @@ def test_sections_6_demo_runs_the_attendees_learner_loop(ray_local):
                  "exercises": exercises}
     exec(next(c.source for c in CELLS if c.id == "94308b9e"), namespace)   # its set-up
     exec(cell("solution", "learner_loop"), namespace)
-    fixed, calls = namespace["learner_loop"], []
+    fixed, calls, written = namespace["learner_loop"], [], []
 
-    def learner_loop(replay_actor, *args):
-        if replay_actor is namespace["shared"]:      # not the check's own replay
-            calls.append(args[1])
-        return fixed(replay_actor, *args)
+    def learner_loop(replay_actor, train_step, updates, batch_size):
+        if replay_actor is not namespace["shared"]:  # the check's own replay
+            return fixed(replay_actor, train_step, updates, batch_size)
+        calls.append(updates)
+
+        def recorded(batch):                         # what train_step hands back, kept
+            errors = train_step(batch)
+            written.append((batch["indices"].copy(), np.array(errors)))
+            return errors
+        return fixed(replay_actor, recorded, updates, batch_size)
 
     namespace["learner_loop"] = learner_loop
     exec(next(c.source for c in CELLS if c.id == "b2256d14"), namespace)
-    stats = ray.get(namespace["shared"].stats.remote())
-    ray.kill(namespace["shared"])
-    assert calls and sum(calls) == namespace["updates"] > 0
-    assert namespace["fixed"] is True
+    shared, learner = namespace["shared"], namespace["learner"]
+    stats = ray.get(shared.stats.remote())
+    assert calls and sum(calls) == namespace["updates"] == learner.updates > 0
+    assert len(written) == learner.updates and namespace["fixed"] is True
+    assert stats["inserted"] == namespace["sent"] > 0
     assert stats["sampled"] >= 64 * namespace["updates"]
+    # each batch's new priorities are the learner's |TD errors| on that batch, one per row
+    assert all(len(ids) == len(err) == 64 and np.all(np.isfinite(err)) and np.all(err >= 0)
+               for ids, err in written)
+    ray.kill(shared)
