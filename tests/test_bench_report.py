@@ -496,6 +496,26 @@ def test_matched_networks_section_gives_the_ratio_per_network_size():
     assert "| 256x256 | 3/3 | 41.0 | 2,001 | 3/3 | 161.0 | 2,001 | 0.25 |" in text
 
 
+def test_pinning_section_gives_each_settings_medians_against_the_bare_loop(tmp_path):
+    pinning = _bench_module("pinning")
+    runs = [{"pin_learner": name, "repeat": k, "updates_s": rate, "ratio": rate / 500,
+             "saturated": 1.0, "owed_updates_s": 600.0, "cpu_ms_per_update": cpu}
+            for k, (off, on) in enumerate([(300, 420), (310, 380), (500, 400)])
+            for name, rate, cpu in (("off", off, 4.0 + k), ("on", on, 3.0))]
+    rows = pinning.summarise(runs, single_ms=2.0)
+    assert [(r["pin_learner"], r["updates_s"], r["ratio"], r["cpu_vs_one_process"])
+            for r in rows] == [("off", 310, 0.62, 2.5), ("on", 400, 0.8, 1.5)]
+    result = {"bare_updates_s": 500.0, "single_process_ms": 2.0, "summary": rows,
+              "targets": {"apex learner distributed/bare, pin_learner on": {
+                  "value": 0.8, "target": ">= 0.8", "met": True, "note": "a labelled variant"}},
+              "meta": _meta({"repeats": 3, "window_s": 45.0, "explorers": 4})}
+    text = pinning.section(result)
+    assert "| off | 3 | 310 | 0.62 | 100% | 5.00 | 2.50 |" in text
+    assert "| on | 3 | 400 | 0.80 | 100% | 3.00 | 1.50 |" in text
+    report = run_all.write_report({"pinning": result}, quick=False, out=tmp_path / "R.md")
+    assert "## A core of its own for the Ape-X learner" in report and "| on | 3 | 400 |" in report
+
+
 def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():
     scaling = _bench_module("scaling")
     costs = {"act_ms": 0.1, "update_ms": 1.0, "updates_per_transition": 0.25}
