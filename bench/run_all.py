@@ -15,7 +15,8 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | sb3          | (ours: apex and sac above)        | SB3 DQN and SAC, RL Zoo settings   | ~12 min  |
 | goal_holds   | the saved checkpoint, re-scored   | the goal, within 5%                | ~5 min   |
 | overhead     | each role inside the system       | the same work in a bare loop       | ~4 min   |
-| pinning      | Ape-X, `pin_learner` off and on   | the bare learner loop, one process | ~6 min   |
+| learner_feed | Ape-X, settings that feed the     | the bare learner loop, one process | ~12 min  |
+|              | learner (pin it, publish less)    |                                    |          |
 | soak         | Ape-X, 8 explorers, 10 minutes    | flat memory, progress every 10 s   | ~11 min  |
 | ray_overhead | Ray tasks, actors, put/get        | plain calls, pickle                | ~1.5 min |
 | rllib        | Ape-X; parallel SAC               | RLlib DQN; RLlib SAC (see ARGS)    | ~14 min  |
@@ -51,9 +52,9 @@ from bench.benchreport import write_report
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "pinning", "soak",
-         "ray_overhead", "rllib", "matched", "scaling")
-#: arguments a benchmark gets under run_all, to keep the other benchmarks near an hour (~61 min;
+NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "learner_feed",
+         "soak", "ray_overhead", "rllib", "matched", "scaling")
+#: arguments a benchmark gets under run_all, to keep the other benchmarks near an hour (~67 min;
 #: scaling adds 2-3 h):
 #: goal_holds checks the two tasks the SB3 targets compare (`python -m bench.goal_holds` alone
 #: also trains Ape-X on Acrobot-v1, ~5 min more); RLlib's runs stop at 400 s instead of 900 s

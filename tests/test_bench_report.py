@@ -496,24 +496,30 @@ def test_matched_networks_section_gives_the_ratio_per_network_size():
     assert "| 256x256 | 3/3 | 41.0 | 2,001 | 3/3 | 161.0 | 2,001 | 0.25 |" in text
 
 
-def test_pinning_section_gives_each_settings_medians_against_the_bare_loop(tmp_path):
-    pinning = _bench_module("pinning")
-    runs = [{"pin_learner": name, "repeat": k, "updates_s": rate, "ratio": rate / 500,
-             "saturated": 1.0, "owed_updates_s": 600.0, "cpu_ms_per_update": cpu}
-            for k, (off, on) in enumerate([(300, 420), (310, 380), (500, 400)])
-            for name, rate, cpu in (("off", off, 4.0 + k), ("on", on, 3.0))]
-    rows = pinning.summarise(runs, single_ms=2.0)
-    assert [(r["pin_learner"], r["updates_s"], r["ratio"], r["cpu_vs_one_process"])
-            for r in rows] == [("off", 310, 0.62, 2.5), ("on", 400, 0.8, 1.5)]
+def test_learner_feed_gives_each_settings_medians_and_the_best_against_the_target(tmp_path):
+    feed = _bench_module("learner_feed")
+    rates = {"default": (300, 310, 500), "pin_learner": (420, 380, 400),
+             "publish_every 100": (330, 340, 350), "both": (390, 395, 380)}
+    runs = [{"setting": name, "repeat": k, "updates_s": rate, "ratio": rate / 500,
+             "saturated": 1.0, "owed_updates_s": 600.0, "cpu_ms_per_update": 3.0 + k}
+            for name, three in rates.items() for k, rate in enumerate(three)]
+    rows = feed.summarise(runs, single_ms=2.0)
+    assert [(r["setting"], r["updates_s"], r["ratio"]) for r in rows] == [
+        ("default", 310, 0.62), ("pin_learner", 400, 0.8), ("publish_every 100", 340, 0.68),
+        ("both", 390, 0.78)]
+    assert rows[0]["cpu_vs_one_process"] == 2.0           # median 4.0 ms against 2.0 ms
     result = {"bare_updates_s": 500.0, "single_process_ms": 2.0, "summary": rows,
-              "targets": {"apex learner distributed/bare, pin_learner on": {
-                  "value": 0.8, "target": ">= 0.8", "met": True, "note": "a labelled variant"}},
+              "targets": feed.targets(rows),
               "meta": _meta({"repeats": 3, "window_s": 45.0, "explorers": 4})}
-    text = pinning.section(result)
-    assert "| off | 3 | 310 | 0.62 | 100% | 5.00 | 2.50 |" in text
-    assert "| on | 3 | 400 | 0.80 | 100% | 3.00 | 1.50 |" in text
-    report = run_all.write_report({"pinning": result}, quick=False, out=tmp_path / "R.md")
-    assert "## A core of its own for the Ape-X learner" in report and "| on | 3 | 400 |" in report
+    assert result["targets"]["apex learner distributed/bare, best setting"]["met"] is True
+    assert "pin_learner" in result["targets"]["apex learner distributed/bare, best setting"]["note"]
+    text = feed.section(result)
+    assert "| default | 3 | 310 | 0.62 | 100% | 4.00 | 2.00 |" in text
+    assert "| pin_learner | 3 | 400 | 0.80 | 100% | 4.00 | 2.00 |" in text
+    report = run_all.write_report({"learner_feed": result}, quick=False, out=tmp_path / "R.md")
+    assert "## Feeding the Ape-X learner" in report and "| both | 3 | 390 |" in report
+    assert "learner_feed: apex learner distributed/bare, best setting | 0.80 | >= 0.8 | met" \
+        in report
 
 
 def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():

@@ -1,14 +1,25 @@
-"""Does a core of its own lift the Ape-X learner? `pin_learner` off and on, in alternation.
+"""What would feed the Ape-X learner better: its settings that could, measured in alternation.
 
-    python -m bench.pinning [--quick] [--repeats 3] [--json bench/results/pinning.json]
+    python -m bench.learner_feed [--quick] [--repeats 3] [--json bench/results/learner_feed.json]
 
 `bench/overhead.py` finds the Ape-X learner of the CLI's default config (4 explorers) below
-0.8 of its bare update loop, and its profile puts part of the gap on the scheduler: the
-learner's thread is often runnable but waiting for a core that an explorer, the evaluator or
-one of Ray's processes holds. `pin_learner` (Linux, one machine: `course_lib.placement`) gives
-the learner the last core alone and every worker the others. This runs the same Ape-X config
-with it off and on, alternately (off, on, off, on, ...), so that a drift of the machine falls
-on both, and reports per setting the medians of
+0.8 of its bare update loop. Its profile splits the gap: the learner's thread is often
+runnable but waiting for a core that an explorer, the evaluator or one of Ray's processes
+holds, and part of its time goes to publishing weights. Two settings of the trainer address
+those, without touching the replay ratio:
+
+| setting              | what it changes                                                      |
+| -------------------- | -------------------------------------------------------------------- |
+| default              | the CLI's config                                                     |
+| pin_learner          | the learner alone on the last core, every worker on the others       |
+|                      | (Linux, one machine: `course_lib.placement`)                         |
+| publish_every 100    | weights published every 100 updates instead of 25: less for the      |
+|                      | learner to send, staler weights for the explorers                    |
+| both                 | the two together                                                     |
+
+Each run is the same Ape-X config with one setting changed; the settings take turns (default,
+pin_learner, ..., default, ...), so that a drift of the machine falls on all of them. Reported
+per setting, the medians of
 
 - the learner's steady rate against the bare loop measured in the same run (`overhead`'s
   window and its `saturated` share: a learner that waited for data ran at the rate it was
@@ -16,7 +27,7 @@ on both, and reports per setting the medians of
 - the whole system's CPU milliseconds per learner update, read from the OS, against one plain
   process doing the same work (`overhead.single_process_cpu_per_update`).
 
-The replay ratio, the explorers and every other setting are the CLI default's on both sides.
+The replay ratio, the explorers and every other setting are the CLI default's throughout.
 `--quick`: one short run of each.
 """
 
@@ -41,10 +52,12 @@ from bench.overhead import (
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 
-SETTINGS = {"off": False, "on": True}
+SETTINGS = {"default": {}, "pin_learner": {"pin_learner": True},
+            "publish_every 100": {"publish_every": 100},
+            "both": {"pin_learner": True, "publish_every": 100}}
 
 
-def bench_pinning(repeats: int = 3, quick: bool = False, log=print) -> dict:
+def bench_learner_feed(repeats: int = 3, quick: bool = False, log=print) -> dict:
     times = QUICK if quick else FULL
     bare = bare_learner_rate("apex", times["bare_s"])        # before Ray starts any process
     single = single_process_cpu_per_update(times["bare_s"] * 2)["cpu_ms_per_update"]
@@ -56,14 +69,13 @@ def bench_pinning(repeats: int = 3, quick: bool = False, log=print) -> dict:
         try:
             init_ray(num_cpus=os.cpu_count())
             for repeat in range(1 if quick else repeats):
-                for name, pin in SETTINGS.items():
-                    samples = run_for(ApexTrainer, cfg.updated({"pin_learner": pin}),
-                                      times["apex_s"])
+                for name, changes in SETTINGS.items():
+                    samples = run_for(ApexTrainer, cfg.updated(changes), times["apex_s"])
                     window = learner_window(samples, cfg.learner_chunk)
                     cpu = system_cpu_per_update(samples)["cpu_ms_per_update"]
-                    runs.append({"pin_learner": name, "repeat": repeat, **window,
+                    runs.append({"setting": name, "repeat": repeat, **window,
                                  "ratio": window["updates_s"] / bare, "cpu_ms_per_update": cpu})
-                    log(f"pin_learner {name}, run {repeat + 1}: {window['updates_s']:,.0f} "
+                    log(f"{name}, run {repeat + 1}: {window['updates_s']:,.0f} "
                         f"updates/s ({runs[-1]['ratio']:.2f} of bare, saturated "
                         f"{window['saturated']:.0%}), {cpu:.2f} CPU ms per update", flush=True)
         finally:
@@ -73,19 +85,29 @@ def bench_pinning(repeats: int = 3, quick: bool = False, log=print) -> dict:
               "runs": runs, "summary": summary,
               "config": {"quick": quick, "repeats": 1 if quick else repeats,
                          "explorers": cfg.num_workers, "window_s": times["apex_s"]}}
-    on = next(row for row in summary if row["pin_learner"] == "on")
-    result["targets"] = {} if quick else {"apex learner distributed/bare, pin_learner on": {
-        "value": round(on["ratio"], 3), "target": f">= {TARGET}", "met": on["ratio"] >= TARGET,
-        "note": "a labelled variant: the CLI's default leaves pin_learner off"}}
+    result["targets"] = {} if quick else targets(summary)
     return result
+
+
+def targets(summary: list[dict]) -> dict:
+    """The overhead target (learner >= 0.8 of its bare loop), met by the best setting that is
+    not the default? A labelled variant: the CLI keeps its default."""
+    best = max((row for row in summary if row["setting"] != "default"),
+               key=lambda row: row["ratio"])
+    return {"apex learner distributed/bare, best setting": {
+        "value": round(best["ratio"], 3), "target": f">= {TARGET}",
+        "met": bool(best["ratio"] >= TARGET),
+        "note": f"{best['setting']}: a labelled variant, not the CLI's default"
+                + ("" if best["saturated"] >= 0.5 else "; the learner waited for data most of "
+                   "the window: its rate is what it was owed")}}
 
 
 def summarise(runs: list[dict], single_ms: float) -> list[dict]:
     """Per setting: the medians over its runs, and the CPU per update against one process."""
     rows = []
     for name in SETTINGS:
-        mine = [r for r in runs if r["pin_learner"] == name]
-        row = {"pin_learner": name, "runs": len(mine)}
+        mine = [r for r in runs if r["setting"] == name]
+        row = {"setting": name, "runs": len(mine)}
         for key in ("updates_s", "ratio", "saturated", "cpu_ms_per_update"):
             row[key] = statistics.median(r[key] for r in mine)
         row["cpu_vs_one_process"] = row["cpu_ms_per_update"] / single_ms
@@ -95,14 +117,14 @@ def summarise(runs: list[dict], single_ms: float) -> list[dict]:
 
 def section(r: dict) -> str:
     """The RESULTS.md table: one row per setting."""
-    lines = ["| pin_learner | runs | learner updates/s | / bare | saturated | system CPU ms per "
+    lines = ["| setting | runs | learner updates/s | / bare | saturated | system CPU ms per "
              "update | / one process |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in r["summary"]:
-        lines.append(f"| {row['pin_learner']} | {row['runs']} | {row['updates_s']:,.0f} | "
+        lines.append(f"| {row['setting']} | {row['runs']} | {row['updates_s']:,.0f} | "
                      f"{row['ratio']:.2f} | {row['saturated']:.0%} | "
                      f"{row['cpu_ms_per_update']:.2f} | {row['cpu_vs_one_process']:.2f} |")
     cfg = r["meta"]["config"]
-    lines.append(f"\nMedians of {cfg['repeats']} runs per setting, alternating, each "
+    lines.append(f"\nMedians of {cfg['repeats']} runs per setting, taking turns, each "
                  f"{cfg['window_s']:g} s of the CLI default's Ape-X ({cfg['explorers']} "
                  f"explorers). Bare learner loop: {r['bare_updates_s']:,.0f} updates/s; one "
                  f"process doing all the work: {r['single_process_ms']:.2f} CPU ms per update.")
@@ -110,11 +132,11 @@ def section(r: dict) -> str:
 
 
 def main() -> None:
-    cli = parser(__doc__, "pinning", "one short run of each setting")
+    cli = parser(__doc__, "learner_feed", "one short run of each setting")
     cli.add_argument("--repeats", type=int, default=3, help="runs per setting (default 3)")
     args = cli.parse_args()
     recording = Recording()
-    result = bench_pinning(args.repeats, args.quick)
+    result = bench_learner_feed(args.repeats, args.quick)
     print(section(recording.write(result, args.json)))
 
 
