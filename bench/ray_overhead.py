@@ -59,7 +59,9 @@ def per_call_us(fn, calls: int, rounds: int) -> float:
 
 
 def measure(calls: int, rounds: int) -> list[dict]:
-    remote_noop = ray.remote(num_cpus=0)(noop)
+    # A task asks for a CPU: with num_cpus=0 Ray starts a worker process for every task in
+    # flight (dozens, measured), and the task rows timed those workers' start-up on 2 cores.
+    remote_noop = ray.remote(num_cpus=1)(noop)
     actor = ray.remote(num_cpus=0)(Counter).remote()
     local = Counter()
     ray.get([remote_noop.remote(0) for _ in range(10)] + [actor.incr.remote()])  # warm up
