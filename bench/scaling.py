@@ -44,7 +44,7 @@ import numpy as np
 import psutil
 import ray
 
-from bench.benchlib import Recording, Stopwatch, machine, parser, private_ray_tmp
+from bench.benchlib import Recording, Stopwatch, machine, parser, private_ray_tmp, short_commit
 from bench.overhead import bare_learner_rate, explorer_step_costs
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
@@ -232,37 +232,49 @@ def ran(meta: dict) -> set[tuple[float, str]]:
     return {(float(lat), v) for lat in values("--latencies", list(LATENCIES)) for v in variants}
 
 
-def run_cpus(result: dict) -> list[str]:
-    """The CPU each run of `result` was measured on: its own `cpu`, or for a run recorded
-    before runs carried one, the CPU of the newest recorded run (`meta`, then `earlier_meta`)
-    that measured its latency and variant."""
-    metas = [result["meta"], *result.get("earlier_meta", [])]
-    measured = [(ran(m), m["machine"]["cpu"]) for m in metas]
+#: what each run records of where and when it was measured
+PROVENANCE = ("cpu", "commit", "started")
 
-    def cpu(run: dict) -> str:
+
+def run_provenance(result: dict) -> list[dict]:
+    """{cpu, commit, started} of each run of `result`: its own fields, or for a run recorded
+    before runs carried them, those of the newest recorded run (`meta`, then `earlier_meta`)
+    that measured its latency and variant ("unknown" when none did)."""
+    metas = [result["meta"], *result.get("earlier_meta", [])]
+    measured = [(ran(m), {"cpu": m["machine"]["cpu"], "commit": m.get("commit", "unknown"),
+                          "started": m.get("started", "unknown")}) for m in metas]
+
+    def where(run: dict) -> dict:
         key = (run["latency_ms"], run["variant"])
-        return next((c for pairs, c in measured if key in pairs), "unknown")
-    return [r.get("cpu") or cpu(r) for r in result["runs"]]
+        found = next((p for pairs, p in measured if key in pairs), {})
+        return {k: run.get(k) or found.get(k, "unknown") for k in PROVENANCE}
+    return [where(r) for r in result["runs"]]
+
+
+def stamped(runs: list[dict], meta: dict) -> list[dict]:
+    """`runs` measured now, each with the commit and start time of this run's `meta`, so that
+    a merged ladder keeps per row where it came from."""
+    return [{**r, "commit": meta["commit"], "started": meta["started"]} for r in runs]
 
 
 def merged(earlier: dict, new: dict, log=print) -> dict:
     """`new` with the runs of `earlier` it did not repeat (same latency, variant and seed), the
     summary and targets recomputed: a ladder run one rung at a time. Only runs measured on the
     same CPU as `new` are kept (times from two machines do not compare); the others are
-    dropped, and said so. The meta of each earlier run is kept (`earlier_meta`: its commit, its
-    load, its machine); the bound uses the newest per-step costs."""
+    dropped, and said so. Each kept run carries its own CPU, commit and start time
+    (`run_provenance`), and the meta of each earlier run is kept (`earlier_meta`: its load, its
+    machine); the bound uses the newest per-step costs."""
     done = {(r["latency_ms"], r["variant"], r["seed"]) for r in new["runs"]}
     cpu = new["runs"][0].get("cpu") if new["runs"] else None
-    cpus = run_cpus(earlier) if cpu is not None else [None] * len(earlier["runs"])
     kept = []
-    for run, run_cpu in zip(earlier["runs"], cpus, strict=True):
+    for run, where in zip(earlier["runs"], run_provenance(earlier), strict=True):
         if (run["latency_ms"], run["variant"], run["seed"]) in done:
             continue
-        if cpu is not None and run_cpu != cpu:
+        if cpu is not None and where["cpu"] != cpu:
             log(f"dropped: {run['latency_ms']:g} ms {run['variant']} seed {run['seed']}, "
-                f"measured on {run_cpu}, not on this machine's {cpu}")
+                f"measured on {where['cpu']}, not on this machine's {cpu}")
             continue
-        kept.append({**run, "cpu": run_cpu} if run_cpu else run)
+        kept.append({**run, **where})
     runs = kept
     runs = sorted(runs + new["runs"], key=lambda r: (r["latency_ms"], r["variant"], r["seed"]))
     rows = summarise(runs, new["costs"], new["config"]["cores"])
@@ -299,8 +311,21 @@ def section(r: dict) -> str:
         metas = [*reversed(r["earlier_meta"]), r["meta"]]
         tail = ("\n\nRun one rung at a time; 1-minute load average before/after each: " +
                 ", ".join(f"{m['load_before'][0]:.1f}/{m['load_after'][0]:.1f}"
-                          for m in metas) + ".")
+                          for m in metas) + ".\n\n" + provenance_note(r))
     return head + "\n".join(lines) + tail
+
+
+def provenance_note(r: dict) -> str:
+    """Which rows were measured when, from which commit and on which CPU (`run_provenance`)."""
+    groups: dict[tuple, dict] = {}
+    for run, where in zip(r["runs"], run_provenance(r), strict=True):
+        rows = groups.setdefault((where["started"], where["commit"], where["cpu"]), {})
+        rows.setdefault(run["latency_ms"], {})[run["variant"]] = None
+    parts = [f"started {started}, commit {short_commit(commit)}, {cpu}: "
+             + "; ".join(f"{lat:g} ms " + ", ".join(variants) for lat, variants in rows.items())
+             for (started, commit, cpu), rows in sorted(groups.items())]
+    return "Where each row's runs come from (`runs` in the JSON):\n\n" + "\n".join(
+        f"- {p}" for p in parts)
 
 
 def plot(plt, r: dict, out_dir) -> list:
@@ -357,6 +382,7 @@ def main() -> None:
     seeds = args.seeds or ((0,) if args.quick else (0, 1, 2, 3, 4))
     recording = Recording(packages=("stable-baselines3",))
     result = bench_scaling(latencies, args.explorers, seeds, args.variants, args.quick)
+    result["runs"] = stamped(result["runs"], recording.meta)
     if args.add_to and Path(args.json).exists():
         result = merged(json.loads(Path(args.json).read_text()), result)
     for row in result["summary"]:

@@ -534,8 +534,10 @@ def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():
                 "summary": [], "targets": {}}
 
     def written(r, load):
-        """`r` as Recording.write stores it: its config in meta, with the run's load."""
-        return {"meta": _meta(r["config"], load=(load, load)),
+        """`r` as Recording.write stores it: its config in meta, with the run's load, commit
+        and start time (one per run: `load` tells them apart)."""
+        return {"meta": _meta(r["config"], load=(load, load), commit=f"{load}".ljust(40, "0"),
+                              started=f"2026-01-01 {load}"),
                 **{k: v for k, v in r.items() if k != "config"}}
 
     two = result(2.0, ["dqn", "sb3", "apex-4"], {"dqn": 100, "sb3": 60, "apex-4": 20})
@@ -549,8 +551,26 @@ def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():
     assert both["targets"]["0 ms: best Ape-X time / dqn"] == {
         "value": 1.16, "variant": "apex-4", "target": "<= 1.0", "met": False}
     # each rung's run keeps its own meta: the section gives each one's load
-    assert "load average before/after each: 0.5/0.5, 0.7/0.7, 0.9/0.9." in scaling.section(
-        written(both, 0.9))
+    text = scaling.section(written(both, 0.9))
+    assert "load average before/after each: 0.5/0.5, 0.7/0.7, 0.9/0.9." in text
+    # and each row its own commit: the earlier runs carry theirs, the newest take the meta's
+    where = {(r["latency_ms"], r["variant"], w["commit"][:3])
+             for r, w in zip(both["runs"], scaling.run_provenance(written(both, 0.9)),
+                             strict=True)}
+    assert where == {(2.0, "dqn", "0.5"), (2.0, "sb3", "0.5"), (0.0, "dqn", "0.7"),
+                     (0.0, "apex-4", "0.7"), (2.0, "apex-4", "0.9")}
+    assert all({"commit", "started", "cpu"} <= r.keys() for r in both["runs"]
+               if (r["latency_ms"], r["variant"]) != (2.0, "apex-4"))
+    assert "- started 2026-01-01 0.5, commit 0.50000000, Test CPU: 2 ms dqn, sb3\n" in text
+    assert "- started 2026-01-01 0.9, commit 0.90000000, Test CPU: 2 ms apex-4" in text
+
+
+def test_runs_measured_now_carry_the_commit_and_start_of_their_run():
+    scaling = _bench_module("scaling")
+    runs = [{"latency_ms": 0.0, "variant": "dqn", "seed": 0}]
+    meta = _meta(commit="f" * 40, started="2026-02-02 10:00:00 UTC")
+    assert scaling.stamped(runs, meta) == [{**runs[0], "commit": "f" * 40,
+                                            "started": "2026-02-02 10:00:00 UTC"}]
 
 
 def test_a_rung_merged_from_another_machine_is_dropped_not_compared():
@@ -569,7 +589,7 @@ def test_a_rung_merged_from_another_machine_is_dropped_not_compared():
                "earlier_meta": [{**_meta({"latencies_ms": [0.0, 2.0], "variants": ["dqn"]}),
                                  "machine": {"cpu": "EPYC"}, "command": None}],
                "costs": costs, "runs": runs}
-    assert scaling.run_cpus(earlier) == ["EPYC"] * 4 + ["Xeon"] * 2
+    assert [w["cpu"] for w in scaling.run_provenance(earlier)] == ["EPYC"] * 4 + ["Xeon"] * 2
     new = {"config": {"quick": False, "cores": 2}, "costs": costs,
            "runs": [{**runs[0], "seed": 5, "cpu": "Xeon"}]}
     said = []
