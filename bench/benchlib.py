@@ -118,13 +118,6 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def short_commit(commit: str) -> str:
-    """A recorded commit as the report shows it: 10 hex digits and any "-dirty" mark; an
-    "unknown: ..." stamp whole."""
-    commit = str(commit)
-    return commit if commit.startswith("unknown") else commit[:10] + commit[40:]
-
-
 def load_note(meta: dict) -> str:
     """"1-minute load average before/after: a / b", from a result's meta."""
     return (f"1-minute load average before/after: {meta['load_before'][0]:.1f} / "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from bench.benchlib import load_note, short_commit
+from bench.benchlib import load_note
 from bench.plots import plot_figures
 
 SB3_TARGET = 0.5          # time to the goal, ours / SB3, at most
@@ -309,7 +309,8 @@ def _bench(name: str):
 
 def _meta_note(meta: dict) -> str:
     """One line on where a result came from: its commit, when, the load, the wall time."""
-    parts = [f"commit {short_commit(meta.get('commit', 'unknown'))}"]
+    commit = str(meta.get("commit", "unknown"))
+    parts = [f"commit {commit if commit.startswith('unknown') else commit[:10] + commit[40:]}"]
     parts += [f"started {meta['started']}"] if meta.get("started") else []
     parts += [load_note(meta)] if meta.get("load_before") and meta.get("load_after") else []
     parts += [f"wall time {meta['wall_s']:,.0f} s"] if meta.get("wall_s") else []

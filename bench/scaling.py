@@ -44,7 +44,7 @@ import numpy as np
 import psutil
 import ray
 
-from bench.benchlib import Recording, Stopwatch, machine, parser, private_ray_tmp, short_commit
+from bench.benchlib import Recording, Stopwatch, machine, parser, private_ray_tmp
 from bench.overhead import bare_learner_rate, explorer_step_costs
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
@@ -321,7 +321,8 @@ def provenance_note(r: dict) -> str:
     for run, where in zip(r["runs"], run_provenance(r), strict=True):
         rows = groups.setdefault((where["started"], where["commit"], where["cpu"]), {})
         rows.setdefault(run["latency_ms"], {})[run["variant"]] = None
-    parts = [f"started {started}, commit {short_commit(commit)}, {cpu}: "
+    short = {c: c if c.startswith("unknown") else c[:10] + c[40:] for _, c, _ in groups}
+    parts = [f"started {started}, commit {short[commit]}, {cpu}: "
              + "; ".join(f"{lat:g} ms " + ", ".join(variants) for lat, variants in rows.items())
              for (started, commit, cpu), rows in sorted(groups.items())]
     return "Where each row's runs come from (`runs` in the JSON):\n\n" + "\n".join(
