@@ -1,6 +1,7 @@
-"""Experience replay for Ape-X style training: uniform, prioritized, n-step, and as a Ray actor.
+"""Experience replay for Ape-X style training: uniform, prioritized, n-step, sharded, and as a
+Ray actor.
 
-Four pieces, each usable on its own:
+Five pieces, each usable on its own:
 
 - `ReplayBuffer`: a ring of preallocated numpy arrays, one per field; the oldest transitions
   are overwritten first (FIFO), and sampling is uniform.
@@ -9,6 +10,8 @@ Four pieces, each usable on its own:
 - `NStepBuffer`: one per actor; turns 1-step transitions into n-step ones.
 - `ReplayStore`: a buffer (prioritized or uniform) with counters, what a learner actor holds;
   `ReplayStoreActor` is the same class as a Ray actor of its own (notebook 04).
+- `ShardedReplay`: prioritized replay split into `ReplayShard`s (one per node), sampled
+  exactly as one buffer holding their priorities would be.
 
 A *spec* says what one transition holds: field name -> (shape of one item, dtype). A *batch* is
 a dict with the same fields, each an array with a leading batch axis::
@@ -27,8 +30,8 @@ int -> float are fine, float -> int and float -> bool are refused) and its shape
 
 The modules, one idea each: `uniform` (specs, checks and the ring of arrays), `sumtree` (the
 sum and min trees), `prioritized` (proportional sampling and importance weights), `nstep`
-(n-step transitions) and `server` (the buffer as a Ray actor). Every name below is importable
-from `course_lib.replay` itself.
+(n-step transitions), `sharded` (shards sampled as one buffer) and `server` (a buffer as a
+Ray actor). Every name below is importable from `course_lib.replay` itself.
 """
 
 from course_lib.replay.nstep import (
@@ -41,6 +44,10 @@ from course_lib.replay.prioritized import (
 from course_lib.replay.server import (
     ReplayStore as ReplayStore,
     ReplayStoreActor as ReplayStoreActor,
+)
+from course_lib.replay.sharded import (
+    ReplayShard as ReplayShard,
+    ShardedReplay as ShardedReplay,
 )
 from course_lib.replay.sumtree import (
     SumTree as SumTree,
