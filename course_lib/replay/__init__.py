@@ -11,7 +11,8 @@ Five pieces, each usable on its own:
 - `ReplayStore`: a buffer (prioritized or uniform) with counters, what a learner actor holds;
   `ReplayStoreActor` is the same class as a Ray actor of its own (notebook 04).
 - `ShardedReplay`: prioritized replay split into `ReplayShard`s (one per node), sampled
-  exactly as one buffer holding their priorities would be.
+  exactly as one buffer holding their priorities would be; on Ray, `ShardStoreActor` runs a
+  shard on its node and `ShardSampler` is the learner's side of them.
 
 A *spec* says what one transition holds: field name -> (shape of one item, dtype). A *batch* is
 a dict with the same fields, each an array with a leading batch axis::
@@ -30,8 +31,9 @@ int -> float are fine, float -> int and float -> bool are refused) and its shape
 
 The modules, one idea each: `uniform` (specs, checks and the ring of arrays), `sumtree` (the
 sum and min trees), `prioritized` (proportional sampling and importance weights), `nstep`
-(n-step transitions), `sharded` (shards sampled as one buffer) and `server` (a buffer as a
-Ray actor). Every name below is importable from `course_lib.replay` itself.
+(n-step transitions), `sharded` (shards sampled as one buffer), `server` (a buffer or a shard
+as a Ray actor) and `shard_sampler` (the learner's side of the shards). Every name below is
+importable from `course_lib.replay` itself.
 """
 
 from course_lib.replay.nstep import (
@@ -44,6 +46,11 @@ from course_lib.replay.prioritized import (
 from course_lib.replay.server import (
     ReplayStore as ReplayStore,
     ReplayStoreActor as ReplayStoreActor,
+    ShardStore as ShardStore,
+    ShardStoreActor as ShardStoreActor,
+)
+from course_lib.replay.shard_sampler import (
+    ShardSampler as ShardSampler,
 )
 from course_lib.replay.sharded import (
     ReplayShard as ReplayShard,

@@ -1,4 +1,5 @@
-"""The shared buffer as a Ray actor: `ReplayStore` (usable locally) and `ReplayStoreActor`.
+"""A buffer as a Ray actor: `ReplayStore` (usable locally) and `ReplayStoreActor`; one shard of
+a sharded replay, `ShardStore` and `ShardStoreActor`.
 
 One naming rule for every plain class that also runs as a Ray actor: the actor is the class's
 name plus `Actor` (`ReplayStore` / `ReplayStoreActor` here, `ParameterStore` /
@@ -11,6 +12,7 @@ import numpy as np
 import ray
 
 from course_lib.replay.prioritized import PrioritizedReplayBuffer
+from course_lib.replay.sharded import ReplayShard, ShardTotals
 from course_lib.replay.uniform import ReplayBuffer
 
 
@@ -22,10 +24,13 @@ class ReplayStore:
     Ray can be read-only views of Ray's buffers: copy one before changing it in place.
     """
 
+    #: the class of a prioritized store's buffer (`ShardStore`: a `ReplayShard`)
+    prioritized_buffer = PrioritizedReplayBuffer
+
     def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None,
                  prioritized: bool = True):
         self.prioritized = prioritized            # False: a uniform ReplayBuffer (SAC)
-        self.buffer = (PrioritizedReplayBuffer(capacity, spec, alpha=alpha, eps=eps, seed=seed)
+        self.buffer = (self.prioritized_buffer(capacity, spec, alpha=alpha, eps=eps, seed=seed)
                        if prioritized else ReplayBuffer(capacity, spec, seed=seed))
         self.sampled = 0
 
@@ -63,3 +68,45 @@ class ReplayStore:
 
 #: `ReplayStoreActor.remote(capacity, spec, alpha=0.6)` starts a `ReplayStore` in its own process.
 ReplayStoreActor = ray.remote(ReplayStore)
+
+
+class ShardStore(ReplayStore):
+    """One shard of a sharded prioritized replay (`course_lib.replay.sharded`), with the
+    counters of a `ReplayStore`: what `ShardStoreActor` runs on each node.
+
+    Explorers `add` to their own node's shard, as they would to the learner (the same call
+    and the same answer: this shard's count of stored transitions). The learner's
+    `ShardSampler` calls `take` with the targets it routed here and `write_back` with the new
+    priorities; both answer with this shard's totals after the call, which is how the sampler
+    learns each shard's total priority and size without a round trip of its own.
+    """
+
+    prioritized_buffer = ReplayShard
+
+    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None):
+        super().__init__(capacity, spec, alpha=alpha, eps=eps, seed=seed)
+
+    def totals(self) -> ShardTotals:
+        return self.buffer.totals()
+
+    def take(self, targets, assumed_total: float) -> tuple[dict[str, np.ndarray], ShardTotals]:
+        """(`ReplayShard.take` at the routed `targets`, this shard's totals after it)."""
+        part = self.buffer.take(targets, assumed_total)
+        self.sampled += len(part["indices"])
+        return part, self.buffer.totals()
+
+    def write_back(self, indices, priorities) -> ShardTotals:
+        """New priorities for ids this shard gave out (ids overwritten since are skipped);
+        this shard's totals after them."""
+        self.buffer.update_priorities(indices, priorities)
+        return self.buffer.totals()
+
+    def stats(self) -> dict:
+        """`ReplayStore.stats` plus this shard's total priority and the node it runs on."""
+        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+        return {**super().stats(), "total": self.buffer.tree.total, "node": node}
+
+
+#: `ShardStoreActor.remote(capacity, spec, alpha=0.6)`: a `ShardStore` in its own process
+#: (`shard_sampler.start_shards` places one on each node)
+ShardStoreActor = ray.remote(ShardStore)
