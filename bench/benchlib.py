@@ -30,6 +30,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from scripts.provenance import stamp
+
 REPO = Path(__file__).resolve().parents[1]
 #: the versions every result records; a script adds the references it measures against
 PACKAGES = ("ray", "torch", "gymnasium", "numpy")
@@ -129,10 +131,6 @@ class Recording:
     measurement (commit, load, start time), finished by `write` (load and time after)."""
 
     def __init__(self, packages=()):
-        if str(REPO) not in sys.path:              # scripts.provenance, however bench is run
-            sys.path.insert(0, str(REPO))
-        from scripts.provenance import stamp
-
         self.meta = {**stamp(root=REPO), "config": {}, "versions": versions(packages),
                      "machine": machine(), "load_before": load(), "load_after": None,
                      "started": now(), "finished": None,

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import ray
+
+if __package__:          # `python -m scripts.dashboard_screenshot`
+    from scripts.slides import chromium_args, find_chromium
+else:                    # `python scripts/dashboard_screenshot.py`: this folder is on sys.path
+    from slides import chromium_args, find_chromium
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import ray  # noqa: E402
-
-from scripts.slides import chromium_args, find_chromium  # noqa: E402
 
 
 @ray.remote

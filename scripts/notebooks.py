@@ -34,8 +34,10 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts.provenance, run as a file
-from scripts.provenance import CODE, stamp  # noqa: E402
+if __package__:          # `python -m scripts.notebooks`, or imported (the tests)
+    from scripts.provenance import CODE, stamp
+else:                    # `python scripts/notebooks.py`: Python puts this folder first on sys.path
+    from provenance import CODE, stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

@@ -191,7 +191,7 @@ def render_diagram(name: str) -> str:
 
 
 def bench_replay() -> bytes | None:
-    """Ours against cpprb, microseconds per call, from the latest `python bench/replay.py`
+    """Ours against cpprb, microseconds per call, from the latest `python -m bench.replay`
     (None when there are no results yet: bench/results/ is committed after a full `make bench`)."""
     import matplotlib
 
@@ -235,10 +235,10 @@ def render_directive(kind: str, arg: str) -> str:
             raise BuildError(f"bench {arg}: unknown (known: {', '.join(BENCHES)})")
         png = BENCHES[arg.strip()]()
         if png is None:                 # results are per machine and not committed
-            print(f"warning: bench {arg}: no results here; run `python bench/{arg}.py`, then "
+            print(f"warning: bench {arg}: no results here; run `python -m bench.{arg}`, then "
                   "`make slides`", file=sys.stderr)
             return (f'<p class="missing">No benchmark results on the machine that built this '
-                    f'deck: run <code>python bench/{html.escape(arg)}.py</code>, then '
+                    f'deck: run <code>python -m bench.{html.escape(arg)}</code>, then '
                     f'<code>make slides</code>.</p>')
         return _img(png, "image/png", f"bench {arg}")
     raise BuildError(f"unknown directive {{{{{kind} ...}}}}")
@@ -436,7 +436,6 @@ def main(argv=None) -> int:
     c = sub.add_parser("check", help="compare built excerpts with the current course_lib")
     c.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     try:
         if args.command == "build":
             decks = build(args.out, pdf=not args.no_pdf, paths=args.decks or None)

@@ -5,7 +5,6 @@ show: every name it lists resolves (import + getattr), and it lists exactly what
 every module of the package once, in the layer its folder says."""
 
 import importlib
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -33,17 +32,12 @@ def listed() -> dict[str, set[str]]:
 
 
 def aliases(code: str) -> dict[str, str]:
-    """{name in the notebook: dotted name under course_lib (or bench.<file>)} from its imports."""
+    """{name in the notebook: dotted name under course_lib} from its imports."""
     out = {}
     for module, names in re.findall(r"^\s*from (course_lib[\w.]*) import ([\w, ]+)", code, re.M):
         prefix = module.removeprefix("course_lib").lstrip(".")
         for name in (n.strip() for n in names.split(",")):
             out[name] = f"{prefix}.{name}" if prefix else name
-    bench_file = r'spec_from_file_location\("(\w+)",\s*REPO / "bench" / "(\w+)\.py"'
-    for alias, file in re.findall(bench_file, code):
-        out[alias] = f"bench.{file}"
-    for file, alias in re.findall(r"^\s*from bench import (\w+) as (\w+)", code, re.M):
-        out[alias] = f"bench.{file}"
     return out
 
 
@@ -75,17 +69,9 @@ def shown() -> dict[str, set[str]]:
 
 
 def resolve(name: str):
-    """The object `name` (under course_lib, or bench.<file>.<attr> for bench/<file>.py)."""
-    parts = name.split(".")
-    if parts[0] == "bench":
-        spec = importlib.util.spec_from_file_location(f"bench_{parts[1]}",
-                                                      ROOT / "bench" / f"{parts[1]}.py")
-        obj = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(obj)
-        parts = parts[2:]
-    else:
-        obj = importlib.import_module("course_lib")
-    for part in parts:
+    """The object `name`, under course_lib."""
+    obj = importlib.import_module("course_lib")
+    for part in name.split("."):
         obj = getattr(obj, "__ray_actor_class__", obj)   # a Ray actor: its class's methods
         try:
             obj = getattr(obj, part)

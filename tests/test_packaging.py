@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,27 @@ def test_every_imported_package_is_declared():
         if not names & declared:
             undeclared.append(f"{module} ({where}; distribution {sorted(names) or '?'})")
     assert undeclared == [], "imported but not in pyproject.toml: " + ", ".join(undeclared)
+
+
+def test_the_wheel_ships_course_lib_and_not_the_repositorys_tools(tmp_path):
+    """The attendee's wheel (`make wheelhouse`, the cluster's nodes) holds every module of
+    course_lib and nothing of bench/ or scripts/, the repository's tools (run from its root).
+    Built offline with the installed setuptools from a copy, so the checkout stays clean."""
+    source = tmp_path / "source"
+    for name in ("pyproject.toml", "README.md"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("course_lib", "bench", "scripts"):
+        shutil.copytree(ROOT / folder, source / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "--no-index", "-q", "-w", str(tmp_path / "wheel"), str(source)],
+                   check=True, capture_output=True)
+    [wheel] = (tmp_path / "wheel").glob("course_lib-*.whl")
+    shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".py")}
+    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "course_lib").rglob("*.py")
+               if "__pycache__" not in p.parts}
+    assert modules and shipped == modules, sorted(shipped ^ modules)
 
 
 def test_environment_yml_has_no_pins_of_its_own():
