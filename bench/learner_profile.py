@@ -38,47 +38,36 @@ import time
 import ray
 
 from bench.benchlib import private_ray_tmp
+from bench.pyspy import Part, read_stacks, shares
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.placement import check_pinning
 
-#: py-spy stack -> category, the first rule whose words all occur in the stack wins
-CATEGORIES = (("update (torch)", ("DQNLearner.update",)),
-              ("update (torch)", ("timed (",)),            # time_updates' wrapper around it
-              ("sampling its replay buffer", ("sample (", "roles.py")),
-              ("priorities written back", ("after_update",)),
-              ("publishing weights", ("publish",)),
-              ("Ray calls", (".remote (",)),
-              ("snapshot for the evaluator", ("snapshot",)),
-              ("train: the rest", ("LearnerActor.train",)))
-
-
-def categorise(stack: str) -> str:
-    for name, words in CATEGORIES:
-        if all(w in stack for w in words):
-            return name
-    return "between tasks (idle)"
+#: the learner's training thread in parts, the first that holds a stack wins (`pyspy.shares`)
+PARTS = (Part("update (torch)", (r"DQNLearner\.update|timed \(",)),   # timed: time_updates
+         Part("sampling its replay buffer", (r"sample \(", r"roles\.py")),
+         Part("priorities written back", ("after_update",)),
+         Part("publishing weights", ("publish",)),
+         Part("Ray calls", (r"\.remote \(",)),
+         Part("snapshot for the evaluator", ("snapshot",)),
+         Part("train: the rest", (r"LearnerActor\.train",)))
+TRAIN = Part("train", (r"LearnerActor\.train",))
 
 
 def train_thread_split(raw: str) -> dict[str, float]:
-    """Share of the samples of the thread that runs `train` per category, from py-spy's
-    `--threads --format raw` output (one "stack count" line per distinct stack, thread
-    first). Ray runs a threaded actor's calls on a thread per concurrency group; the one
-    seen in `train` most often is the learner's (the other one stores workers' adds)."""
-    by_thread: dict[str, list[tuple[str, int]]] = collections.defaultdict(list)
-    for line in raw.splitlines():
-        stack, _, n = line.rpartition(" ")
-        thread = next((f for f in stack.split(";") if f.startswith("thread ")), None)
-        if thread and n.isdigit():
-            by_thread[thread].append((stack, int(n)))
+    """Share of the samples of the thread that runs `train` per part, from py-spy's
+    `--threads --format raw` output. Ray runs a threaded actor's calls on a thread per
+    concurrency group; the one seen in `train` most often is the learner's (the other one
+    stores workers' adds)."""
+    by_thread: dict[str, list] = collections.defaultdict(list)
+    for frames, n in read_stacks(raw):
+        thread = next((f for f in frames if f.startswith("thread ")), None)
+        if thread:
+            by_thread[thread].append((frames, n))
     if not by_thread:
         return {}
-    train = max(by_thread, key=lambda t: sum(n for stack, n in by_thread[t]
-                                             if "LearnerActor.train" in stack))
-    counts: collections.Counter = collections.Counter()
-    for stack, n in by_thread[train]:
-        counts[categorise(stack)] += n
-    total = sum(counts.values())
-    return {k: round(v / total, 3) for k, v in counts.most_common()} if total else {}
+    train = max(by_thread, key=lambda t: sum(n for frames, n in by_thread[t]
+                                             if TRAIN.holds(frames)))
+    return shares(by_thread[train], PARTS, rest="between tasks (idle)")
 
 
 def schedstat(pid: int, tid: int) -> tuple[float, float]:

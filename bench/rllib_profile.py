@@ -1,13 +1,15 @@
 """Where RLlib SAC's time goes on Pendulum-v1: a py-spy profile of notebook 07's RLlib run.
 
-    python scripts/profile_rllib.py [--seconds 60] [--out notebooks/figures]
+    python -m bench.rllib_profile [--seconds 60] [--json notebooks/figures/rllib_sac_profile.json]
 
 Runs RLlib's SAC exactly as notebook 07 configures it (`rllib_compare.RLlibTrainer`, sampling
 and learning in one process: `num_env_runners=0`, so the env runner and the learner are this
 one process) under `py-spy record` (it ships with `ray[default]`), then sums the samples taken
-inside `algo.train()` by RLlib component and by function. Writes to `--out`:
+inside `algo.train()` by RLlib component and by function (`bench/pyspy.py`). Writes, beside
+each other:
 
-- `rllib_sac_profile.json`: the sample counts and shares (notebook 07 prints its tables);
+- `rllib_sac_profile.json`: the sample counts and shares (notebook 07 prints its tables), with
+  the `meta` every benchmark result has (commit, date, machine, load, command);
 - `rllib_sac_profile.svg`: the same samples as a flame graph (open it in a browser).
 
 py-spy samples the wall clock: on a shared or busy machine the absolute rates drop, the shares
@@ -19,7 +21,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -28,46 +29,52 @@ import tempfile
 import time
 from pathlib import Path
 
-#: inclusive shares: a sample counts for a component if any of its frames matches (frames
-#: read "Class.function (package/path.py:line)"; the nested ones are parts of the line above)
-COMPONENTS = {
-    "learner update (Learner.update)": r"^Learner\.update \(",
-    "  of it: learner connector pipeline (batch building)": r"\(ray/rllib/connectors/learner/",
-    "  of it: forward passes (RLModule.forward_train)": r"^RLModule\.forward_train \(",
-    "  of it: losses (compute_loss_for_module)": r"compute_loss_for_module",
-    "  of it: torch backward pass": r"^(Tensor\.)?backward \(torch/",
-    "  of it: optimiser steps": r"\(torch/optim/",
-    "  of it: metrics logging": r"^Learner\.update .*\(ray/rllib/utils/metrics/",
-    "env runner sample (SingleAgentEnvRunner.sample)": r"^SingleAgentEnvRunner\.sample \(",
-    "  of it: env-to-module + module-to-env connectors":
-        r"\(ray/rllib/connectors/(env_to_module|module_to_env)/",
-    "  of it: Pendulum env.step": r"\(gymnasium/envs/classic_control/pendulum\.py",
-    "replay buffer (add, sample)": r"\(ray/rllib/utils/replay_buffers/",
-    "metrics logging anywhere (MetricsLogger, stats)": r"\(ray/rllib/utils/metrics/",
-    "all RLlib connector pipelines": r"\(ray/rllib/connectors/",
-}
-TRAIN_FRAME = re.compile(r"^Trainable\.train \(")
-FRAME = re.compile(r"\btrain \(.*algorithm.py")
+from bench.benchlib import REPO, Recording, parser
+from bench.pyspy import Part, read_stacks, shares
+
+RATE_HZ = 50               # py-spy's samples per second
+
+#: RLlib's components, inclusive: a sample counts for each one a frame of its stack matches
+#: (frames read "Class.function (package/path.py:line)"; "of it" parts are inside the line above)
+UPDATE = r"^Learner\.update \("
+COMPONENTS = (
+    Part("learner update (Learner.update)", (UPDATE,)),
+    Part("  of it: learner connector pipeline (batch building)",
+         (r"\(ray/rllib/connectors/learner/",)),
+    Part("  of it: forward passes (RLModule.forward_train)", (r"^RLModule\.forward_train \(",)),
+    Part("  of it: losses (compute_loss_for_module)", ("compute_loss_for_module",)),
+    Part("  of it: torch backward pass", (r"^(Tensor\.)?backward \(torch/",)),
+    Part("  of it: optimiser steps", (r"\(torch/optim/",)),
+    Part("  of it: metrics logging", (r"\(ray/rllib/utils/metrics/",), below=UPDATE),
+    Part("env runner sample (SingleAgentEnvRunner.sample)",
+         (r"^SingleAgentEnvRunner\.sample \(",)),
+    Part("  of it: env-to-module + module-to-env connectors",
+         (r"\(ray/rllib/connectors/(env_to_module|module_to_env)/",)),
+    Part("  of it: Pendulum env.step", (r"\(gymnasium/envs/classic_control/pendulum\.py",)),
+    Part("replay buffer (add, sample)", (r"\(ray/rllib/utils/replay_buffers/",)),
+    Part("metrics logging anywhere (MetricsLogger, stats)", (r"\(ray/rllib/utils/metrics/",)),
+    Part("all RLlib connector pipelines", (r"\(ray/rllib/connectors/",)),
+)
+TRAIN = Part("inside algo.train()", (r"^Trainable\.train \(",))
 FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^:]+)(:\d+)?\)$")
 
 
 def record(seconds: float, raw: Path, rates: Path) -> None:
     """py-spy record (raw collapsed stacks) of a child process training RLlib SAC."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    child = [sys.executable, __file__, "--child", "--seconds", str(seconds),
+    child = [sys.executable, "-m", "bench.rllib_profile", "--child", "--seconds", str(seconds),
              "--rates", str(rates)]
-    subprocess.run([spy, "record", "--rate", "50", "--format", "raw", "--output", str(raw),
-                    "--", *child], check=True)
+    subprocess.run([spy, "record", "--rate", str(RATE_HZ), "--format", "raw", "--output",
+                    str(raw), "--", *child], check=True, cwd=REPO)
 
 
-def _flamegraph(raw: Path, svg: Path) -> None:
-    """A minimal flame graph SVG of the collapsed stacks in `raw` (top 3 levels below
-    `algo.train()`, widths = sample shares), so the picture needs no other tool."""
+def flamegraph(stacks: list, svg: Path) -> None:
+    """A minimal flame graph SVG of `stacks` below `algo.train()` (at most 12 levels, widths =
+    sample shares), so the picture needs no other tool."""
     counts = collections.Counter()
     total = 0
-    for stack, n in _stacks(raw):
-        frames = stack.split(";")
-        idx = next((i for i, f in enumerate(frames) if TRAIN_FRAME.search(f)), None)
+    for frames, n in stacks:
+        idx = next((i for i, f in enumerate(frames) if re.search(TRAIN.patterns[0], f)), None)
         if idx is None:
             continue
         total += n
@@ -119,40 +126,18 @@ def _short(frame: str) -> str:
     return f"{m['func']} ({file.removeprefix('ray/rllib/')})"
 
 
-def _stacks(raw: Path):
-    for line in raw.read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        if stack and n.isdigit():
-            yield stack, int(n)
-
-
-def summarise(raw: Path) -> dict:
+def summarise(stacks: list) -> dict:
     """Shares of the samples inside `algo.train()`: by component (inclusive) and by function
     (self time: the innermost frame, and inclusive)."""
-    inside = 0
-    component = collections.Counter()
-    self_time = collections.Counter()
-    inclusive = collections.Counter()
-    for stack, n in _stacks(raw):
-        frames = stack.split(";")
-        if not any(TRAIN_FRAME.search(f) for f in frames):
-            continue
-        inside += n
-        for name, pattern in COMPONENTS.items():
-            if pattern.startswith("^Learner\\.update .*"):    # a part below Learner.update
-                i = next((k for k, f in enumerate(frames) if f.startswith("Learner.update (")),
-                         None)
-                hit = i is not None and any(re.search(pattern.split(".*", 1)[1], f)
-                                            for f in frames[i + 1:])
-            else:
-                hit = any(re.search(pattern, f) for f in frames)
-            component[name] += n if hit else 0
+    inside = [(frames, n) for frames, n in stacks if TRAIN.holds(frames)]
+    self_time, inclusive = collections.Counter(), collections.Counter()
+    for frames, n in inside:
         self_time[_short(frames[-1])] += n
-        for f in {_short(f) for f in frames}:
-            inclusive[f] += n
-    share = (lambda c: round(c / inside, 4)) if inside else (lambda c: 0.0)
-    return {"samples_in_train": inside,
-            "components": {k: share(component[k]) for k in COMPONENTS},
+        inclusive.update({f: n for f in {_short(f) for f in frames}})
+    total = sum(n for _, n in inside)
+    share = (lambda c: round(c / total, 4)) if total else (lambda c: 0.0)
+    return {"samples_in_train": total,
+            "components": shares(inside, COMPONENTS) or {p.name: 0.0 for p in COMPONENTS},
             "top_self": [[f, share(c)] for f, c in self_time.most_common(12)],
             "top_inclusive_rllib": [[f, share(c)] for f, c in inclusive.most_common(300)
                                     if "(ray/" not in f and "(" in f and "/" in f
@@ -184,37 +169,39 @@ def child(seconds: float, rates: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=60.0, help="training time profiled")
-    parser.add_argument("--out", default="notebooks/figures", help="folder for JSON and SVG")
-    parser.add_argument("--work", default=None, help="keep the raw stacks here (default: a "
-                        "temp dir); with --summarise-only, read them from here")
-    parser.add_argument("--summarise-only", action="store_true",
-                        help="no new profile: summarise the stacks already in --work")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--rates", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    cli = parser(__doc__, "rllib_profile", "10 s of training: the script works, nothing more")
+    cli.set_defaults(json=str(REPO / "notebooks" / "figures" / "rllib_sac_profile.json"))
+    cli.add_argument("--seconds", type=float, default=None,
+                     help="training time profiled (default 60, --quick 10)")
+    cli.add_argument("--work", default=None, help="keep the raw stacks here (default: a "
+                     "temp dir); with --summarise-only, read them from here")
+    cli.add_argument("--summarise-only", action="store_true",
+                     help="no new profile: summarise the stacks already in --work")
+    cli.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    cli.add_argument("--rates", help=argparse.SUPPRESS)
+    args = cli.parse_args()
+    seconds = args.seconds or (10.0 if args.quick else 60.0)
     if args.child:
-        child(args.seconds, Path(args.rates))
+        child(seconds, Path(args.rates))
         return
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    path = Path(args.json)
+    recording = Recording(packages=("py-spy",))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
         raw, rates = work / "stacks.txt", work / "rates.json"
         if not args.summarise_only:
-            record(args.seconds, raw, rates)
-        _flamegraph(raw, out / "rllib_sac_profile.svg")
-        summary = summarise(raw)
+            record(seconds, raw, rates)
+        stacks = read_stacks(raw.read_text())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flamegraph(stacks, path.with_suffix(".svg"))
+        summary = summarise(stacks)
         summary["run"] = json.loads(rates.read_text())   # the profiled run's own counters
-    summary["config"] = {"seconds": args.seconds, "rate_hz": 50, "cpus": os.cpu_count(),
-                         "load_average": os.getloadavg()[0],
-                         "note": "measured on a shared machine: shares by function are "
-                                 "informative, absolute rates are not"}
-    path = out / "rllib_sac_profile.json"
-    path.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {path} and {out / 'rllib_sac_profile.svg'}")
+    summary["config"] = {"seconds": seconds, "rate_hz": RATE_HZ, "quick": args.quick,
+                         "note": "on a shared machine the shares by function are "
+                                 "informative, the absolute rates are not"}
+    recording.write(summary, path)
+    print(f"wrote {path.with_suffix('.svg')}")
     for name, share in summary["components"].items():
         print(f"{share:6.1%}  {name}")
 

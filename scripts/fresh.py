@@ -3,15 +3,17 @@
     python scripts/fresh.py [--report]
 
 An output is a notebook (its metadata `course.commit`, written by `scripts/notebooks.py
-execute`), a benchmark result `bench/results/*.json` (its `meta.commit`, written by
-`bench/benchlib.py`) or a figure `bench/figures/*.png` (the commit of the JSON it is drawn
-from). Its code is:
+execute`), a benchmark result `bench/results/*.json` or data a notebook reads,
+`notebooks/figures/*.json` (their `meta.commit`, written by `bench/benchlib.py`), or a figure
+drawn from one of those (`bench/figures/*.png`, `notebooks/figures/*.svg`: the commit of the
+JSON it is drawn from). Its code is:
 
 - a notebook: `course_lib/**.py`, the notebook's own code cells, and each benchmark result
   it loads (`bench_results.load("NAME")` in a code cell: its outputs print that JSON, so a
   result re-measured since the notebook ran makes the notebook stale);
 - a result: the `.py` files of `course_lib/` and `bench/` that its benchmark `bench/NAME.py`
-  imports, directly or through others (`import_closure`), so that a change the benchmark
+  (for data in notebooks/figures, the module its `meta.command` ran) imports, directly or
+  through others (`import_closure`), so that a change the benchmark
   cannot run (a notebook exercise's checker, say) leaves its result fresh; a result with no
   such module: all of `course_lib/**.py` and `bench/**.py`;
 - a figure: its result's code and `bench/plots.py`, which draws it from the result (the one
@@ -43,8 +45,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts.provenance, run as a file
-from scripts.provenance import CODE, DIRTY, ROOT, git  # noqa: E402
+if __package__:          # `python -m scripts.fresh`, or imported (the tests)
+    from scripts.provenance import CODE, DIRTY, ROOT, git
+else:                    # `python scripts/fresh.py`: Python puts this folder first on sys.path
+    from provenance import CODE, DIRTY, ROOT, git
 
 NOTEBOOK_CODE = ("course_lib",)
 RESULT_CODE = CODE
@@ -123,6 +127,22 @@ def module_paths(root: Path) -> dict[str, str]:
     return found
 
 
+def imported(node: ast.AST, package: str) -> set[str]:
+    """The dotted names an import statement may load (`from a import b`: a and a.b), a
+    relative import resolved against `package` (the package the importing file is in); empty
+    for any other node. The one import resolver of the repository (tests/test_structure.py
+    uses it too)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = node.module or ""
+    if node.level:
+        head = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(head + ([base] if base else []))
+    return {base} | {f"{base}.{alias.name}" for alias in node.names}
+
+
 def names_imported(path: str, module: str, modules: dict[str, str], root: Path) -> set[str]:
     """The modules of `modules` that the file `path` (module `module`) names: in an import
     (relative ones resolved), as a whole string, or as an f-string's literal start."""
@@ -130,15 +150,8 @@ def names_imported(path: str, module: str, modules: dict[str, str], root: Path) 
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            source = (f"{base}.{node.module}" if node.module else base) if node.level \
-                else node.module or ""
-            names |= {source} | {f"{source}.{alias.name}" for alias in node.names}
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= imported(node, package)
         elif isinstance(node, ast.Constant) and node.value in modules:
             names |= {node.value, f"{node.value}.__main__"}       # also `python -m package`
         elif (isinstance(node, ast.JoinedStr) and node.values
@@ -247,15 +260,47 @@ def outputs(root: Path = ROOT) -> list[Output]:
                                           only=import_closure(f"bench.{Path(path).stem}", root))
     plots = frozenset({"bench/plots.py"})
     found += results.values()
-    for path in sorted(p for p in tracked if p.startswith("bench/figures/")
-                       and p.endswith(".png")):
-        source = max((name for name in results if Path(path).stem.startswith(name)),
+    found += drawn(tracked, "bench/figures/", (".png",), results, plots, alone=True)
+    data = {}                      # data a notebook reads, made by a benchmark: its command says
+    for path in sorted(p for p in tracked if p.startswith("notebooks/figures/")
+                       and p.endswith(".json")):
+        meta = json.loads((root / path).read_text()).get("meta", {})
+        data[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE,
+                                       recorded=str(meta.get("commit") or ""),
+                                       only=import_closure(producer(meta), root))
+    found += data.values()
+    found += drawn(tracked, "notebooks/figures/", (".png", ".svg"), data, frozenset(),
+                   alone=False)
+    return found
+
+
+def producer(meta: dict) -> str:
+    """The module whose run a result's `meta.command` records: `python -m bench.x ...` and
+    `python bench/x.py ...` are both `bench.x` ("" when the command names none)."""
+    words = (meta.get("command") or "").split()
+    if "-m" in words[:-1]:
+        return words[words.index("-m") + 1]
+    return next((w.removesuffix(".py").replace("/", ".") for w in words if w.endswith(".py")),
+                "")
+
+
+def drawn(tracked, folder: str, suffixes, sources: dict[str, Output], extra: frozenset,
+          alone: bool) -> list[Output]:
+    """The pictures in `folder`, each drawn from the source whose name starts its own (the
+    longest such): that source's commit and code, with `extra` (the code that draws it).
+    A picture no source's name starts: listed with no provenance if `alone`, else left out
+    (notebooks/figures holds pictures of their own, a screenshot)."""
+    found = []
+    for path in sorted(p for p in tracked if p.startswith(folder) and p.endswith(suffixes)):
+        source = max((name for name in sources if Path(path).stem.startswith(name)),
                      key=len, default=None)
-        only = results[source].only if source else None
-        found.append(Output(path, results[source].commit if source else None, RESULT_CODE,
-                            recorded=f"{results[source].path}: {results[source].recorded}"
+        if source is None and not alone:
+            continue
+        only = sources[source].only if source else None
+        found.append(Output(path, sources[source].commit if source else None, RESULT_CODE,
+                            recorded=f"{sources[source].path}: {sources[source].recorded}"
                             if source else "no result it is drawn from",
-                            only=None if only is None else only | plots))
+                            only=None if only is None else only | extra))
     return found
 
 

@@ -434,6 +434,36 @@ def test_learner_profile_splits_the_train_thread_and_the_cores():
         "learner": 0.8, "explorers": 0.6, "Ray: raylet, GCS, dashboard, agents": 0.05}
 
 
+def test_rllib_profile_counts_components_inclusively_inside_train_only(tmp_path):
+    """A sample counts for every component a frame of its stack matches, "of it" parts inside
+    their parent too; metrics logging under Learner.update apart from metrics anywhere; samples
+    outside `algo.train()` are left out. The flame graph draws the same samples."""
+    from bench.pyspy import read_stacks
+
+    profile = _bench_module("rllib_profile")
+    train = "main (x.py:1);Trainable.train (ray/tune/trainable.py:3);"
+    update = train + "Learner.update (ray/rllib/core/learner/learner.py:9);"
+    raw = "\n".join([
+        update + "RLModule.forward_train (ray/rllib/core/rl_module.py:5) 6",
+        update + "MetricsLogger.log (ray/rllib/utils/metrics/logger.py:2) 2",
+        train + "MetricsLogger.log (ray/rllib/utils/metrics/logger.py:2) 1",
+        train + "SingleAgentEnvRunner.sample (ray/rllib/env/runner.py:2);"
+                "step (gymnasium/envs/classic_control/pendulum.py:4) 1",
+        "main (x.py:1);MetricsLogger.log (ray/rllib/utils/metrics/logger.py:2) 90",  # outside
+    ])
+    summary = profile.summarise(read_stacks(raw))
+    parts = summary["components"]
+    assert summary["samples_in_train"] == 10
+    assert parts["learner update (Learner.update)"] == 0.8
+    assert parts["  of it: forward passes (RLModule.forward_train)"] == 0.6
+    assert parts["  of it: metrics logging"] == 0.2
+    assert parts["metrics logging anywhere (MetricsLogger, stats)"] == 0.3
+    assert parts["  of it: Pendulum env.step"] == 0.1 and parts["replay buffer (add, sample)"] == 0
+    assert summary["top_self"][0] == ["RLModule.forward_train (core/rl_module.py)", 0.6]
+    profile.flamegraph(read_stacks(raw), tmp_path / "p.svg")
+    assert "10 py-spy samples inside algo.train()" in (tmp_path / "p.svg").read_text()
+
+
 def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
     """Canned runs: medians and ranges per (latency, variant), Amdahl's bound (a slow env:
     N explorers divide its wait; a fast one: the learner's updates set the floor), the

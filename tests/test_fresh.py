@@ -109,6 +109,31 @@ def test_a_result_is_stale_only_when_code_its_benchmark_imports_changed(repo):
     assert _status(repo)["bench/figures/speed_curve.png"] == "stale"
 
 
+def test_data_a_notebook_reads_is_stale_when_the_code_its_command_ran_changed(repo):
+    """notebooks/figures/*.json: the module its `meta.command` ran decides its code; a picture
+    with its name is drawn from it, and a picture of its own (a screenshot) is no output."""
+    figures = repo / "notebooks" / "figures"
+    figures.mkdir()
+    (repo / "bench" / "other.py").write_text("x = 1\n")
+    code = _commit(repo)
+    (figures / "speed_profile.json").write_text(json.dumps(
+        {"meta": {"commit": code, "command": "python -m bench.speed --seconds 60"}}))
+    (figures / "speed_profile.svg").write_text("<svg/>")
+    (figures / "dashboard.png").write_bytes(b"png")
+    _commit(repo, "data")
+    assert fresh.producer({"command": "python bench/speed.py"}) == "bench.speed"
+    status = _status(repo)
+    assert status["notebooks/figures/speed_profile.json"] == "fresh"
+    assert status["notebooks/figures/speed_profile.svg"] == "fresh"
+    assert "notebooks/figures/dashboard.png" not in status
+    (repo / "bench" / "other.py").write_text("x = 2\n")        # not imported by bench.speed
+    assert _status(repo)["notebooks/figures/speed_profile.json"] == "fresh"
+    (repo / "course_lib" / "lib.py").write_text(LIB.replace("2 * x", "3 * x"))
+    status = _status(repo)
+    assert status["notebooks/figures/speed_profile.json"] == "stale"
+    assert status["notebooks/figures/speed_profile.svg"] == "stale"
+
+
 def test_import_closure_follows_relative_imports_module_strings_and_f_strings(repo):
     files = {"bench/a.py": "from .b import g\n",
              "bench/b.py": "import importlib\nm = importlib.import_module('course_lib.lib')\n",

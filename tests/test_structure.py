@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.fresh import imported
+
 ROOT = Path(__file__).resolve().parents[1] / "course_lib"
 TEACHING, VIZ = "course_lib.teaching", "course_lib.viz"
 
@@ -28,20 +30,6 @@ def _type_checking_only(node: ast.AST) -> bool:
 
 def _package(name: str, path: Path) -> str:
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
-
-
-def _imported(node: ast.AST, package: str) -> set[str]:
-    """The dotted names an import statement may load (`from a import b`: a and a.b), with a
-    relative import resolved against `package`; empty for any other node."""
-    if isinstance(node, ast.Import):
-        return {alias.name for alias in node.names}
-    if isinstance(node, ast.ImportFrom):
-        base = node.module or ""
-        if node.level:
-            head = package.split(".")[:len(package.split(".")) - node.level + 1]
-            base = ".".join(head + ([base] if base else []))
-        return {base} | {f"{base}.{alias.name}" for alias in node.names}
-    return set()
 
 
 def in_layer(name: str, layer: str) -> bool:
@@ -79,7 +67,7 @@ def layer_breaches(name: str, path: Path, teaching: frozenset[str] = frozenset({
         node, top = todo.pop()
         inner = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         todo.extend((child, inner) for child in ast.iter_child_nodes(node))
-        modules = _imported(node, package)
+        modules = imported(node, package)
         taught = [m for m in modules if any(in_layer(m, layer) for layer in teaching)]
         drawn = [m for m in modules if top and in_layer(m, VIZ)]
         if taught:
@@ -100,7 +88,7 @@ def teaching_marks(path: Path) -> list[str]:
             marks.add("declares exercise checkers")
         elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("Question"):
             marks.add("declares quiz questions")
-        elif any(in_layer(m, "ipywidgets") for m in _imported(node, "")):
+        elif any(in_layer(m, "ipywidgets") for m in imported(node, "")):
             marks.add("shows widgets")
     return sorted(marks)
 
@@ -116,7 +104,7 @@ def run_time_imports(name: str, path: Path, modules) -> set[str]:
         if _type_checking_only(node):
             continue
         todo.extend(ast.iter_child_nodes(node))
-        found |= _imported(node, package)
+        found |= imported(node, package)
     return {m for m in found if m in modules and m != name and not m.startswith(name + ".")}
 
 
