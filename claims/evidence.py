@@ -7,6 +7,7 @@ benchmark results, read from one checkout (`Evidence(root)`), never re-run.
     out = e.cell("02_parallel_rollouts", "f5febdcd") # a notebook cell's outputs, by cell id
     out.grab(r"sync: ([\\d,]+) updates")             # (20.0,): the numbers of the first match
     out.grab_all(r"(\\d+) explorers?")               # [(1.0,), (2.0,), (4.0,)]
+    out.values(sync=r"sync: ([\\d,]+) updates")       # {"sync": 20.0}
 
 A cell's text is everything it printed or displayed: streams, `text/plain`, and the visible text
 of `text/html` (a live progress bar's last state, a checker's verdict). Numbers are read with
@@ -58,6 +59,16 @@ class Output:
         if not found:
             raise EvidenceError(f"{self.where}: no output matches {pattern!r}")
         return found
+
+    def values(self, **patterns: str) -> dict[str, float]:
+        """{name: the number of the one group of each pattern's first match}."""
+        return {name: self.grab(pattern)[0] for name, pattern in patterns.items()}
+
+    def pair(self, row: str) -> dict[str, tuple[float, ...]]:
+        """{"sync": ..., "async": ...}: the numbers of `row` (a pattern with `{}` where the
+        name goes) on the line of each of two runs that a cell printed one under the other."""
+        return {"sync": self.grab(r"(?m)^\s*" + row.format("sync")),
+                "async": self.grab(row.format("async"))}
 
     def has(self, text: str) -> bool:
         """Whether `text` occurs in the output (whitespace as printed)."""

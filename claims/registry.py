@@ -19,8 +19,8 @@ evidence, and what was seen, which the test prints when it is not.
 
 from __future__ import annotations
 
+import importlib
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -52,6 +52,8 @@ class Claim:
 
 
 CLAIMS: dict[str, Claim] = {}
+#: the modules that register claims, one per group of documents
+MODULES = ("lessons", "apex", "later", "results", "scaling", "outside")
 
 
 def claim(claim_id: str, where: dict[str, str | tuple[str, ...]], evidence: str):
@@ -63,6 +65,16 @@ def claim(claim_id: str, where: dict[str, str | tuple[str, ...]], evidence: str)
                                             for doc, p in where.items()}, evidence, predicate)
         return predicate
     return register
+
+
+def printed(claim_id: str, where: dict[str, str | tuple[str, ...]], stem: str, cell_id: str,
+            pattern: str, test: Callable[..., bool]) -> None:
+    """Register the simplest claim: the numbers one notebook cell printed (the groups of the
+    first match of `pattern`) pass `test(*numbers)`."""
+    @claim(claim_id, where, f"notebooks/{stem}.ipynb#{cell_id}, the numbers of {pattern!r}")
+    def _(e: Evidence) -> Verdict:
+        numbers = e.cell(stem, cell_id).grab(pattern)
+        return holds(test(*numbers), "printed " + ", ".join(f"{n:g}" for n in numbers))
 
 
 def squeezed(text: str) -> str:
@@ -92,17 +104,20 @@ def missing_phrases(item: Claim, root: Path = ROOT) -> list[str]:
 
 
 def verdict(item: Claim, evidence: Evidence) -> Verdict:
-    """The claim's predicate on `evidence`; missing evidence is a false claim, said so."""
+    """The claim's predicate on `evidence`; evidence that is missing or has another shape
+    (a renamed key, a reworded output line) makes a false claim, said so."""
     try:
         return item.predicate(evidence)
     except EvidenceError as err:
         return Verdict(False, f"evidence missing: {err}")
+    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as err:
+        return Verdict(False, f"evidence has another shape: {type(err).__name__} {err}")
 
 
 def all_claims() -> dict[str, Claim]:
     """Every registered claim (importing the modules that register them)."""
-    from claims import documents  # noqa: F401  (registers on import)
-
+    for name in MODULES:
+        importlib.import_module(f"claims.{name}")
     return CLAIMS
 
 
@@ -113,10 +128,3 @@ def registered_phrases() -> dict[str, list[str]]:
         for doc, phrase in item.places():
             out.setdefault(doc, []).append(squeezed(phrase))
     return out
-
-
-def sentences(text: str) -> list[str]:
-    """`text` cut into sentences (at '. ', '? ', '! ', ': ' before a capital, and bullets)."""
-    text = re.sub(r"\n\s*[-*] ", "\n\n", text)
-    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z(*`])|\n\s*\n", text)
-    return [squeezed(p) for p in parts if p.strip()]

@@ -1,0 +1,199 @@
+"""Readings of notebooks 06-08 (parallel SAC, RLlib, the cluster), their decks, the FAQ, the
+README and the instructor guide, against the cell outputs and notebook metadata they read."""
+
+from __future__ import annotations
+
+import re
+
+from claims.registry import claim, holds, printed
+
+NB06, NB07, NB08 = ("notebooks/06_parallel_sac.ipynb", "notebooks/07_rllib.ipynb",
+                    "notebooks/08_cluster.ipynb")
+
+
+@claim("nb06-small-networks-most-updates",
+       {NB06: "and they run the most updates per second (the\nlast printed line)"},
+       "the updates/s of three network sizes (cell ea7a5655)")
+
+
+def _(e):
+    rates = [r for *_, r in e.cell("06_parallel_sac", "ea7a5655").grab_all(
+        r"hidden \((\d+), (\d+)\), batch 256: +([\d.]+) updates/s")]
+    return holds(rates == sorted(rates, reverse=True) and len(rates) == 3,
+                 f"updates/s of 64x64, 128x128, 256x256: {rates}")
+
+
+def _sac_run(e) -> tuple[float, float, float, float]:
+    """(env steps, budget, eval return, train return) of section 6's run (cell 246d2a4a)."""
+    out = e.cell("06_parallel_sac", "246d2a4a")
+    steps, budget = out.grab(r"([\d,]+)/([\d,]+) steps")
+    evaluation, train = out.grab(r"eval +([-\d,.]+) .* train +([-\d,.]+)")
+    return steps, budget, evaluation, train
+
+
+@claim("nb06-reaches-goal-within-budget",
+       {NB06: "Reach a deterministic return of -200 on Pendulum within the preset's env-step "
+              "budget",
+        "README.md": "--stop '{\"eval_return\": -200, \"env_steps\": 30000}' --checkpoint-at-end"
+                     "   # notebook 06"},
+       "section 6's run: its summary line and its progress bar's env-step budget (cell 246d2a4a)")
+
+
+def _(e):
+    steps, budget, _, _ = _sac_run(e)
+    (score,) = e.cell("06_parallel_sac", "246d2a4a").grab(r"reached eval_return (-?[\d.]+) >=")
+    return holds(score >= -200 and steps <= budget == 30_000,
+                 f"reached {score} after {steps:,.0f} of a {budget:,.0f}-step budget (the "
+                 "README's command line gives notebook 06 the same budget)")
+
+
+@claim("nb06-workers-lag-the-evaluator",
+       {NB06: "The sampled returns of the workers lag behind the evaluator's"},
+       "the last progress row of section 6's run: evaluator and training returns (246d2a4a)")
+
+
+def _(e):
+    *_, evaluation, train = _sac_run(e)
+    return holds(train < evaluation, f"workers' return {train:g}, evaluator's {evaluation:g}")
+
+
+printed("nb06-alpha-follows-the-entropy",
+        {NB06: "the temperature\nloss pushes α down while the policy's entropy is above its "
+               "target",
+         "slides/06_parallel_sac.md": "α falls while the entropy is above its target\n(−dim(A) "
+                                      "= −1) and rises while it is below"},
+        "06_parallel_sac", "4a73435a", r"in (\d+) of (\d+) cases",
+        lambda agree, cases: cases > 0 and agree > cases / 2)
+
+
+@claim("nb06-second-worker-does-not-help",
+       {NB06: "A second worker\nmostly waits, and shares the cores with the learner",
+        "slides/FAQ.md": "notebook 06 shows that a second rollout worker does not help\non 2 "
+                         "cores"},
+       "env steps/s of one and two rollout workers (cell 9fb29a56)")
+
+
+def _(e):
+    rows = e.cell("06_parallel_sac", "9fb29a56").grab_all(
+        r"(?m)^ +([12]) +\w+ +[\d,]+ +[\d.]+ +([\d.]+) +([\d.]+)$")
+    rate = {int(n): r for n, r, _ in rows}
+    return holds(rate[2] <= 1.2 * rate[1], f"env steps/s: one worker {rate[1]:g}, two "
+                                            f"{rate[2]:g}")
+
+
+def _race(e) -> dict[str, dict]:
+    """task -> {"ratio", "ours", "theirs"}: the race table of notebook 07 (cell 4d8895ad)."""
+    text = e.cell("07_rllib", "4d8895ad").text
+    out = {}
+    for task, block in re.findall(r"(?m)^(\w+-v1)\n(.*?)time to goal", text, re.DOTALL):
+        rows = re.findall(r"(?m)^(course_lib|RLlib) .*?(reached|missed) +([\d.]+) .* "
+                          r"([\d.]+)$", block)
+        ratio = re.search(rf"{task}\n.*?course_lib / RLlib: ([\d.]+)", text, re.DOTALL)
+        out[task] = {"ratio": float(ratio.group(1)),
+                     **{who: {"reached": r == "reached", "seconds": float(s),
+                              "updates_s": float(u)} for who, r, s, u in rows}}
+    return out
+
+
+@claim("nb07-rllib-far-fewer-updates",
+       {NB07: "In the race, RLlib's SAC made far fewer updates per second than\ncourse_lib's",
+        "slides/FAQ.md": "with far fewer updates per second"},
+       "the updates/s column of the race table (cell 4d8895ad)")
+
+
+def _(e):
+    race = _race(e)
+    factors = {t: r["course_lib"]["updates_s"] / r["RLlib"]["updates_s"]
+               for t, r in race.items()}
+    return holds(len(factors) == 2 and min(factors.values()) >= 3,
+                 "course_lib / RLlib updates/s: "
+                 + ", ".join(f"{t} {f:.1f}" for t, f in factors.items()))
+
+
+@claim("nb07-course-lib-many-times-faster",
+       {NB07: "need the last bit of speed on a small machine, as the race above shows",
+        "slides/FAQ.md": "RLlib's DQN and SAC take many times longer than course_lib's Ape-X "
+                         "and SAC to\nreach the same goal"},
+       "the race table's time ratios and goals (cell 4d8895ad)")
+
+
+def _(e):
+    race = _race(e)
+    ok = len(race) == 2 and all(r["ratio"] <= 0.25 and r["course_lib"]["reached"]
+                                and r["RLlib"]["reached"] for r in race.values())
+    return holds(ok, ", ".join(f"{t}: time ratio {r['ratio']}" for t, r in race.items()))
+
+
+@claim("nb07-profile-learner-and-replay",
+       {"slides/07_rllib.md": "the learner update (network maths) and the replay\nbuffer hold "
+                              "most of the samples; the connector pipelines are a small part",
+        "slides/FAQ.md": "Most samples are in its learner update"},
+       "the shares of the py-spy profile printed by notebook 07 (cell rl07-profile)")
+
+
+def _(e):
+    share = e.cell("07_rllib", "rl07-profile").values(
+        learner=r"([\d.]+)%  learner update \(Learner", replay=r"([\d.]+)%  replay buffer",
+        connectors=r"([\d.]+)%  all RLlib connector pipelines",
+        metrics=r"([\d.]+)%  metrics logging anywhere")
+    return holds(share["learner"] > 50 and share["learner"] + share["replay"] > 70
+                 and share["replay"] > max(share["connectors"], share["metrics"]),
+                 f"shares of the samples, %: {share}")
+
+
+printed("nb07-restored-near-the-last-score",
+        {NB07: "expect a score near the last logged one"},
+        "07_rllib", "6161a8b7", r"greedy return ([\d.]+) .*last logged: ([\d.]+)",
+        lambda restored, last: abs(restored - last) <= 25)
+
+
+@claim("nb08-one-explorer-on-each-node",
+       {"slides/08_cluster.md": "one explorer ran on each node (extras.json)"},
+       "the node each explorer ran on (cell 108d4334)")
+
+
+def _(e):
+    text = e.cell("08_cluster", "108d4334").text
+    where = re.findall(r"explorer \d .* \((head|worker)\)", text)
+    return holds(sorted(where) == ["head", "worker"], f"explorers on: {where}")
+
+
+@claim("nb08-job-reaches-475",
+       {NB08: "In full mode the job trains Ape-X with 2 explorers to a greedy return of 475"},
+       "the job's summary line and status (cell 9830a64d)")
+
+
+def _(e):
+    out = e.cell("08_cluster", "9830a64d")
+    (score,) = out.grab(r"reached eval_return ([\d.]+) >= 475")
+    return holds(score >= 475 and out.has("job status: SUCCEEDED"),
+                 f"reached {score}; SUCCEEDED: {out.has('job status: SUCCEEDED')}")
+
+
+@claim("instructor-07-longest-run",
+       {"slides/INSTRUCTOR.md": "07 holds the longest run of the day"},
+       "every notebook's committed full-mode run time (`course.duration_s`)")
+
+
+def _(e):
+    stems = ("00_setup_check", "01_ray_core", "02_parallel_rollouts", "03_parameter_server",
+             "04_replay", "05_apex", "06_parallel_sac", "07_rllib", "08_cluster")
+    times = {s: e.meta(s).get("duration_s", 0.0) for s in stems}
+    return holds(max(times, key=times.get) == "07_rllib",
+                 ", ".join(f"{s[:2]}: {t:.0f} s" for s, t in times.items()))
+
+
+@claim("readme-nbval-tags",
+       {"README.md": "Cells whose output depends on the machine or the mode are tagged\n"
+                     "`nbval-ignore-output`"},
+       "the committed notebooks' cell tags and sources")
+
+
+def _(e):
+    stems = [p.stem for p in sorted((e.root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    tagged = sum("nbval-ignore-output" in c.get("metadata", {}).get("tags", [])
+                 for s in stems for c in e.notebook(s)["cells"])
+    marked = sum("NBVAL_IGNORE_OUTPUT" in "".join(c["source"])
+                 for s in stems for c in e.notebook(s)["cells"])
+    return holds(tagged > 0 and marked == 0,
+                 f"{tagged} cells tagged nbval-ignore-output, {marked} with the comment marker")
