@@ -30,8 +30,6 @@ def _throughput(e) -> dict[int, tuple[float, float, float]]:
                           "fall."),
         "README.md": "Ape-X no faster with more explorers"},
        "env steps/s and updates/s of 1, 2 and 4 explorers (section 7's table, cell cfe8dc50)")
-
-
 def _(e):
     table = _throughput(e)
     one = table[1]
@@ -44,8 +42,6 @@ def _(e):
        {NB05: "It holds the\n**replay ratio**, learner samples per inserted transition, at "
               "`replay_ratio=16`"},
        "the replay ratio column of section 7's table (cell cfe8dc50)")
-
-
 def _(e):
     ratios = [r[2] for r in _throughput(e).values()]
     return holds(all(14.4 <= r <= 16.0 for r in ratios), f"replay ratios {ratios}")
@@ -59,8 +55,6 @@ def _(e):
                              "cores allow"},
        "the acting ladder at latency 0: the explorers' factor and their bound "
        "(cell nb05-ladder-measure)")
-
-
 def _(e):
     _, _, explorers = ladder_rows(e, "05_apex", "nb05-ladder-measure")[0.0]
     rate, bound, factor = explorers
@@ -72,8 +66,6 @@ def _(e):
        {NB05: ("and approach their bound, up to sixteen times the\n  single process",
                "collect the same kind of gain from the waits without Ray,\n  up to four times")},
        "the acting ladder at its longest latency (cell nb05-ladder-measure)")
-
-
 def _(e):
     ladder = ladder_rows(e, "05_apex", "nb05-ladder-measure")
     _, batched, explorers = ladder[max(ladder)]
@@ -88,8 +80,6 @@ def _(e):
                "their bars come in bursts"),
         "slides/05_apex.md": "the learner's row, nearly solid (it is the bottleneck"},
        "the printed busy shares of the timeline (cell nb05-timeline)")
-
-
 def _(e):
     out = e.cell("05_apex", "nb05-timeline")
     (learner,) = out.grab(r"ApexLearnerActor: +(\d+)%")
@@ -102,8 +92,6 @@ def _(e):
        {NB05: "Learning went on: the other explorer kept playing while explorer 0 restarted",
         "slides/05_apex.md": "kill an explorer while training: it restarts"},
        "the iterations printed after explorer 0 was killed (cell 537c45ad)")
-
-
 def _(e):
     out = e.cell("05_apex", "537c45ad")
     (killed,) = out.grab(r"killed after iteration (\d+)")

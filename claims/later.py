@@ -14,8 +14,6 @@ NB06, NB07, NB08 = ("notebooks/06_parallel_sac.ipynb", "notebooks/07_rllib.ipynb
 @claim("nb06-small-networks-most-updates",
        {NB06: "and they run the most updates per second (the\nlast printed line)"},
        "the updates/s of three network sizes (cell ea7a5655)")
-
-
 def _(e):
     rates = [r for *_, r in e.cell("06_parallel_sac", "ea7a5655").grab_all(
         r"hidden \((\d+), (\d+)\), batch 256: +([\d.]+) updates/s")]
@@ -37,8 +35,6 @@ def _sac_run(e) -> tuple[float, float, float, float]:
         "README.md": "--stop '{\"eval_return\": -200, \"env_steps\": 30000}' --checkpoint-at-end"
                      "   # notebook 06"},
        "section 6's run: its summary line and its progress bar's env-step budget (cell 246d2a4a)")
-
-
 def _(e):
     steps, budget, _, _ = _sac_run(e)
     (score,) = e.cell("06_parallel_sac", "246d2a4a").grab(r"reached eval_return (-?[\d.]+) >=")
@@ -50,8 +46,6 @@ def _(e):
 @claim("nb06-workers-lag-the-evaluator",
        {NB06: "The sampled returns of the workers lag behind the evaluator's"},
        "the last progress row of section 6's run: evaluator and training returns (246d2a4a)")
-
-
 def _(e):
     *_, evaluation, train = _sac_run(e)
     return holds(train < evaluation, f"workers' return {train:g}, evaluator's {evaluation:g}")
@@ -71,8 +65,6 @@ printed("nb06-alpha-follows-the-entropy",
         "slides/FAQ.md": "notebook 06 shows that a second rollout worker does not help\non 2 "
                          "cores"},
        "env steps/s of one and two rollout workers (cell 9fb29a56)")
-
-
 def _(e):
     rows = e.cell("06_parallel_sac", "9fb29a56").grab_all(
         r"(?m)^ +([12]) +\w+ +[\d,]+ +[\d.]+ +([\d.]+) +([\d.]+)$")
@@ -99,8 +91,6 @@ def _race(e) -> dict[str, dict]:
        {NB07: "In the race, RLlib's SAC made far fewer updates per second than\ncourse_lib's",
         "slides/FAQ.md": "with far fewer updates per second"},
        "the updates/s column of the race table (cell 4d8895ad)")
-
-
 def _(e):
     race = _race(e)
     factors = {t: r["course_lib"]["updates_s"] / r["RLlib"]["updates_s"]
@@ -115,8 +105,6 @@ def _(e):
         "slides/FAQ.md": "RLlib's DQN and SAC take many times longer than course_lib's Ape-X "
                          "and SAC to\nreach the same goal"},
        "the race table's time ratios and goals (cell 4d8895ad)")
-
-
 def _(e):
     race = _race(e)
     ok = len(race) == 2 and all(r["ratio"] <= 0.25 and r["course_lib"]["reached"]
@@ -129,8 +117,6 @@ def _(e):
                               "most of the samples; the connector pipelines are a small part",
         "slides/FAQ.md": "Most samples are in its learner update"},
        "the shares of the py-spy profile printed by notebook 07 (cell rl07-profile)")
-
-
 def _(e):
     share = e.cell("07_rllib", "rl07-profile").values(
         learner=r"([\d.]+)%  learner update \(Learner", replay=r"([\d.]+)%  replay buffer",
@@ -150,8 +136,6 @@ printed("nb07-restored-near-the-last-score",
 @claim("nb08-one-explorer-on-each-node",
        {"slides/08_cluster.md": "one explorer ran on each node (extras.json)"},
        "the node each explorer ran on (cell 108d4334)")
-
-
 def _(e):
     text = e.cell("08_cluster", "108d4334").text
     where = re.findall(r"explorer \d .* \((head|worker)\)", text)
@@ -161,8 +145,6 @@ def _(e):
 @claim("nb08-job-reaches-475",
        {NB08: "In full mode the job trains Ape-X with 2 explorers to a greedy return of 475"},
        "the job's summary line and status (cell 9830a64d)")
-
-
 def _(e):
     out = e.cell("08_cluster", "9830a64d")
     (score,) = out.grab(r"reached eval_return ([\d.]+) >= 475")
@@ -173,8 +155,6 @@ def _(e):
 @claim("instructor-07-longest-run",
        {"slides/INSTRUCTOR.md": "07 holds the longest run of the day"},
        "every notebook's committed full-mode run time (`course.duration_s`)")
-
-
 def _(e):
     stems = ("00_setup_check", "01_ray_core", "02_parallel_rollouts", "03_parameter_server",
              "04_replay", "05_apex", "06_parallel_sac", "07_rllib", "08_cluster")
@@ -187,8 +167,6 @@ def _(e):
        {"README.md": "Cells whose output depends on the machine or the mode are tagged\n"
                      "`nbval-ignore-output`"},
        "the committed notebooks' cell tags and sources")
-
-
 def _(e):
     stems = [p.stem for p in sorted((e.root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
     tagged = sum("nbval-ignore-output" in c.get("metadata", {}).get("tags", [])
@@ -197,3 +175,27 @@ def _(e):
                  for s in stems for c in e.notebook(s)["cells"])
     return holds(tagged > 0 and marked == 0,
                  f"{tagged} cells tagged nbval-ignore-output, {marked} with the comment marker")
+
+
+@claim("committed-outputs-full-run",
+       {"slides/opening.md": "Committed outputs come from a **full run**",
+        "README.md": "**Committed outputs** come from a full run (`make notebooks`)"},
+       "every notebook's `course.mode` metadata, written when it was executed")
+def _(e):
+    stems = [p.stem for p in sorted((e.root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    modes = {s: e.meta(s).get("mode") for s in stems}
+    return holds(set(modes.values()) == {"full"}, f"modes: {modes}")
+
+
+@claim("deck07-bench-one-seed-longer-budget",
+       {"slides/07_rllib.md": "bench/results/rllib.json (one seed per side, a longer time budget "
+                              "than the notebook's)"},
+       "bench/results/rllib.json's seeds and budgets against notebook 07's printed budgets "
+       "(cell 4f57f22b)")
+def _(e):
+    config = e.bench("rllib")["meta"]["config"]
+    budgets = {t: b["max_time_s"] for t, b in config["budgets"].items()}
+    notebook = [s for (s,) in e.cell("07_rllib", "4f57f22b").grab_all(r"'max_time_s': ([\d.]+)")]
+    return holds(len(config["seeds"]) == 1 and min(budgets.values()) > max(notebook),
+                 f"seeds {config['seeds']}; time budgets {budgets} s, the notebook's {notebook} s")
+

@@ -31,8 +31,6 @@ printed("nb01-get-takes-almost-no-time",
        {NB01: "run in waves,\nas many at a time as there are cores",
         "slides/01_ray_core.md": "Eight tasks of `0.3 s`, as many at a time as there are cores"},
        "the worker processes the eight tasks ran on (cell c8217411) and Ray's CPUs (5d97de84)")
-
-
 def _(e):
     (workers,) = e.cell("01_ray_core", "c8217411").grab(r"ran on (\d+) worker processes")
     (cpus,) = e.cell("01_ray_core", "5d97de84").grab(r"running with (\d+) CPUs")
@@ -43,8 +41,6 @@ def _(e):
        {NB01: "Each measurement below runs the same work the slow way and the fast way",
         "slides/01_ray_core.md": "Quote the speed-ups the notebook printed"},
        "the three printed speed-ups of the anti-patterns (cells f2d88b67, 8f088742, bcb0cff6)")
-
-
 def _(e):
     ups = [e.cell("01_ray_core", cid).grab(r"speed-up from [^:]+: ([\d.]+)x")[0]
            for cid in ("f2d88b67", "8f088742", "bcb0cff6")]
@@ -62,14 +58,14 @@ def _throughput(e) -> tuple[dict[int, float], float, float]:
 
 @claim("nb02-throughput-two-then-flat",
        {NB02: "From 1 to 2 workers throughput grows, since each worker gets a core of its own; "
-              "from 2 to 4 it grows much less, or drops"},
+              "from 2 to 4 it grows much less, or drops",
+        "slides/02_parallel_rollouts.md": "Beyond the core count throughput stops\ngrowing"},
        "the printed env steps/s of 1, 2 and 4 workers and of the repeat (cell fcba5616)")
-
-
 def _(e):
     rates, again, _ = _throughput(e)
     one = min(rates[1], again)
-    return holds(rates[2] > 1.2 * one and rates[4] - rates[2] < rates[2] - one,
+    return holds(rates[2] > 1.2 * one and rates[4] - rates[2] < rates[2] - one
+                 and rates[4] <= 1.1 * rates[2],
                  f"rates {rates}, one worker again {again:,.0f}")
 
 
@@ -78,8 +74,6 @@ def _(e):
               "the ideal",
         "slides/FAQ.md": "compare 2 workers with the repeat, which stays at or below the ideal"},
        "the printed speed-up of 2 workers against the repeat of one (cell fcba5616)")
-
-
 def _(e):
     *_, factor = _throughput(e)
     return holds(factor <= 2.0, f"2 workers give {factor}x the repeat of one, ideal 2.0x")
@@ -96,8 +90,6 @@ def ladder_rows(e, stem: str, cell_id: str) -> dict[float, list[tuple[float, flo
        {NB02: "the actors and the\nbatched envs both approach four times the single process, "
               "which is their bound"},
        "the acting ladder's printed factors at its longest latency (cell nb02-ladder-measure)")
-
-
 def _(e):
     ladder = ladder_rows(e, "02_parallel_rollouts", "nb02-ladder-measure")
     _, batched, actors = ladder[max(ladder)]
@@ -109,8 +101,6 @@ def _(e):
        {NB02: "They get less: the cores are shared\nwith Ray's own processes and this notebook",
         "notebooks/02_parallel_rollouts.ipynb": "Batching usually does well even there"},
        "the acting ladder's printed rates and bounds at latency 0 (cell nb02-ladder-measure)")
-
-
 def _(e):
     _, batched, actors = ladder_rows(e, "02_parallel_rollouts", "nb02-ladder-measure")[0.0]
     return holds(actors[0] < 0.9 * actors[1] and batched[2] > 1.5,
@@ -132,8 +122,6 @@ def _sync_async(e) -> dict[str, tuple[float, ...]]:
         "slides/FAQ.md": ("so per env step it makes more updates",
                           "so per env step it evaluates more\noften")},
        "both runs' printed updates, env steps and evaluations (cell f5febdcd)")
-
-
 def _(e):
     runs = _sync_async(e)
     per_step = {k: (u / steps, ev / steps) for k, (u, steps, _, ev) in runs.items()}
@@ -153,8 +141,6 @@ printed("nb02-trained-to-450",
 @claim("nb02-own-loop-climbs-from-random",
        {NB02: "should climb from the ~20 of\nrandom play"},
        "the mean return per episode printed by the attendee's loop (cell ebbf3b02)")
-
-
 def _(e):
     means = [m for _, m in e.cell("02_parallel_rollouts", "ebbf3b02").grab_all(
         r"iteration\s+(\d+): mean return per episode\s+([\d.]+)")]
@@ -173,8 +159,6 @@ def _sgd(e) -> dict[str, tuple[float, float, float]]:
                "What to read in the plots: both runs apply the same number of gradients")},
        "the printed updates of both runs (cell 1f8cc69b): two workers' gradients per "
        "synchronous update, one per asynchronous update, and the staleness line's count")
-
-
 def _(e):
     runs = _sgd(e)
     (grads,) = e.cell("03_parameter_server", "38289efe").grab(
@@ -189,8 +173,6 @@ def _(e):
         "slides/03_parameter_server.md": "With cheap gradients the round trip through the "
                                          "actor\ndominates and sync can win"},
        "both runs' printed seconds for the same gradients (cell 1f8cc69b)")
-
-
 def _(e):
     runs = _sgd(e)
     return holds(runs["sync"][1] < runs["async"][1],
@@ -207,8 +189,6 @@ printed("nb03-one-update-old",
 @claim("nb03-pull-costs-milliseconds",
        {NB03: "a pull costs milliseconds however many workers pull at once"},
        "the printed median pull of 8 MiB by 1 and by 4 callers (cell 7d290d64)")
-
-
 def _(e):
     pulls = [ms for _, ms in e.cell("03_parameter_server", "7d290d64").grab_all(
         r"(\d) caller\(s\) at once: median pull ([\d.]+) ms")]
@@ -226,8 +206,6 @@ printed("nb03-restored-scores-the-same",
        {NB04: "Sampling in proportion to the error spends the updates where they matter",
         "slides/04_replay.md": "sampling by |error| spends the updates where they matter"},
        "the error left after 300 updates, uniform and prioritized (cell db70dc4c)")
-
-
 def _(e):
     left = e.cell("04_replay", "db70dc4c").values(
         uniform=r"uniform: error left after 300 updates ([\d.]+)",
@@ -270,8 +248,6 @@ def _cpprb(e) -> dict[str, dict[str, float]]:
                                 "adding costs about the same")},
        "the ours/cpprb column of this notebook's run and of bench/results/replay.json as the "
        "notebook prints it (cells 4a1f6992, b34cb76a)")
-
-
 def _(e):
     both = _cpprb(e)
     ok = all(0.8 <= r["add"] <= 1.25 and r["sample"] < 0.8 for r in both.values())
@@ -284,8 +260,6 @@ def _(e):
         "slides/04_replay.md": "is far above what\nexplorers deliver through Ray"},
        "the add throughputs (cell 4a1f6992) against the ingest rate of batches of 50 "
        "(cell 07f236f5)")
-
-
 def _(e):
     run = _cpprb(e)["run"]
     (ingest,) = e.cell("04_replay", "07f236f5").grab(r"batches of 50:\s+([\d,]+) transitions/s")
