@@ -43,17 +43,27 @@ def _(e):
 
 
 @claim("scaling-fastest-explorers-grow-with-latency",
-       {RESULTS: "the fastest number of explorers grows: one explorer at\n`env_latency_ms=0.5`, "
-                 "two at `2`, four at `5`",
-        FAQ: "in the benchmark it was one explorer at\n`env_latency_ms=0.5`, two at "
-             "`env_latency_ms=2` and four at `env_latency_ms=5`",
+       {RESULTS: ("the fastest number of explorers grows: one explorer at\n`env_latency_ms=0.5`, "
+                  "two at `2`, four at `5`",
+                  "(in the medians: at each latency the seeds' range\nof the fastest overlaps "
+                  "the runner-up's)"),
+        FAQ: ("in the benchmark's medians it was one explorer at\n`env_latency_ms=0.5`, two at "
+              "`env_latency_ms=2` and four at `env_latency_ms=5`",
+              "(the seeds'\nranges of the fastest and the runner-up overlap)"),
         "slides/05_apex.md": "the slower the env, the more explorers it takes to fill\nthe waits"},
-       "bench/results/scaling.json: the Ape-X variant with the lowest median time per latency")
+       "bench/results/scaling.json: the Ape-X variants by median time per latency, and the "
+       "ranges of the two fastest")
 def _(e):
-    best = {lat: min(_apex(rows).items(), key=lambda kv: kv[1]["median_seconds"])[0]
-            for lat, rows in _ladder(e).items()}
-    return holds({lat: n for lat, n in best.items() if lat > 0} == {0.5: 1, 2.0: 2, 5.0: 4},
-                 f"fastest number of explorers per latency: {best}")
+    best, overlap = {}, {}
+    for lat, rows in _ladder(e).items():
+        first, second = sorted(_apex(rows).items(), key=lambda kv: kv[1]["median_seconds"])[:2]
+        best[lat] = first[0]
+        overlap[lat] = (first[1]["max_seconds"] >= second[1]["min_seconds"]
+                        and second[1]["max_seconds"] >= first[1]["min_seconds"])
+    above = {lat: n for lat, n in best.items() if lat > 0}
+    return holds(above == {0.5: 1, 2.0: 2, 5.0: 4} and all(overlap[lat] for lat in above),
+                 f"fastest number of explorers per latency: {best}; its range overlaps the "
+                 f"runner-up's: {overlap}")
 
 
 @claim("scaling-eight-explorers-most-cpu",
