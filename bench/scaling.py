@@ -25,8 +25,8 @@ The bound beside each curve is Amdahl's, from per-step costs measured in the sam
 (bare, one process): per transition, one process pays t_act + L + u t_update (u: updates per
 transition); N explorers, each stepping k envs as a batch (one wait of L per batch step), at
 best max((t_act + L / k) / N, u t_update, (t_act + u t_update) / cores), times the run's
-own env steps to the goal. A cheap env (L = 0) leaves nothing to win;
-an env whose cost is paid elsewhere is where N explorers pay.
+own env steps to the goal (`course_lib.sizing.amdahl_ms`, the workbook's one bound). A cheap
+env (L = 0) leaves nothing to win; an env whose cost is paid elsewhere is where N explorers pay.
 
 Targets (issue "Distribution that pays"): at 2 ms, the best apex-N reaches 475 in <= 0.35x
 the time of dqn and of sb3 (medians); at 0 ms, the best apex-N no slower than dqn.
@@ -49,6 +49,7 @@ from bench.overhead import bare_learner_rate, explorer_step_costs
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.dqn import DQNConfig, DQNTrainer
+from course_lib.sizing import amdahl_ms
 
 GOAL = 475.0
 LATENCIES = (0.0, 0.5, 2.0, 5.0)
@@ -126,16 +127,17 @@ def step_costs(seconds: float, steps: int) -> dict[str, float]:
 
 def bound_s(variant: str, latency_ms: float, env_steps: float, costs: dict,
             cores: int) -> float:
-    """Amdahl's best case: seconds for `env_steps` transitions (see the module docstring)."""
+    """Amdahl's best case: seconds for `env_steps` transitions (see the module docstring;
+    `course_lib.sizing.amdahl_ms`, the workbook's one bound)."""
     act, update = costs["act_ms"], costs["update_ms"] * costs["updates_per_transition"]
     name, _, n = variant.partition("-")
     if name == "apex":                    # each explorer waits once for its batch of envs
-        waits = latency_ms / costs.get("envs_per_explorer", 1)
-        per = max((act + waits) / int(n), update, (act + update) / cores)
+        per = amdahl_ms(act, latency_ms, update, envs=costs.get("envs_per_explorer", 1),
+                        explorers=int(n), cores=cores)
     elif name == "vec":
-        per = act + latency_ms / int(n) + update
+        per = amdahl_ms(act, latency_ms, update, envs=int(n))
     else:
-        per = act + latency_ms + update
+        per = amdahl_ms(act, latency_ms, update)
     return env_steps * per / 1_000
 
 

@@ -38,6 +38,7 @@ from course_lib.config import Config
 from course_lib.dqn.learner import DuelingQNet, epsilon_greedy_batch
 from course_lib.envs import EnvBatch, env_dims
 from course_lib.ray_setup import init_ray
+from course_lib.sizing import amdahl_ms
 from course_lib.trainer import TrainerConfig, derive_seed
 
 VARIANTS = ("one", "batch", "workers")
@@ -62,14 +63,15 @@ class LadderConfig(Config):
 def amdahl_bound(variant: str, latency_ms: float, step_ms: float, n: int, cores: int,
                  envs_per_worker: int = 1) -> float:
     """The best case in env steps/s: the waits overlap, the CPU work `step_ms` per env step
-    does not (see the module's table; `envs_per_worker` is k)."""
+    does not (see the module's table; `envs_per_worker` is k). Acting only, so no learner:
+    `course_lib.sizing.amdahl_ms`, the workbook's one bound, with no update cost."""
     if variant == "one":
-        return 1000 / (step_ms + latency_ms)
+        return 1000 / amdahl_ms(step_ms, latency_ms)
     if variant == "batch":
-        return 1000 * n / (n * step_ms + latency_ms)
+        return 1000 / amdahl_ms(step_ms, latency_ms, envs=n)
     if variant == "workers":
-        k = envs_per_worker
-        return min(1000 * n * k / (k * step_ms + latency_ms), 1000 * cores / step_ms)
+        return 1000 / amdahl_ms(step_ms, latency_ms, envs=envs_per_worker, explorers=n,
+                                cores=cores)
     raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
 
 
