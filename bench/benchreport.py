@@ -281,6 +281,13 @@ def section_soak(r: dict) -> str:
     return table([{"what": w, "value": x} for w, x in rows], [("", "what"), ("", "value")])
 
 
+def _section_of(name: str):
+    """The `section` of bench/<name>.py, imported when it is drawn (those modules import Ray)."""
+    import importlib
+
+    return lambda r: importlib.import_module(f"bench.{name}").section(r)
+
+
 SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
             "apex": ("Ape-X against single-process DQN (CartPole-v1 to 475)", section_apex),
             "sac": ("Parallel SAC (Pendulum-v1 to -200)", section_sac),
@@ -289,22 +296,14 @@ SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
             "overhead": ("The cost of going distributed: each role against a bare loop",
                          section_overhead),
             "learner_feed": ("Feeding the Ape-X learner: settings that could, measured",
-                             lambda r: _bench("learner_feed").section(r)),
+                             _section_of("learner_feed")),
             "soak": ("Held under load: 8 explorers on 2 cores", section_soak),
             "ray_overhead": ("What Ray costs: calls and transfers against plain Python",
                              section_ray_overhead),
             "rllib": ("course_lib against RLlib, same machine, same run", section_rllib),
-            "scaling": ("Where distribution pays: the env-latency ladder",
-                        lambda r: _bench("scaling").section(r)),
-            "matched": ("Pendulum against SB3 with the networks matched",
-                        lambda r: _bench("matched").section(r))}
-
-
-def _bench(name: str):
-    """bench/<name>.py, imported when its section or figure is drawn (they import Ray)."""
-    import importlib
-
-    return importlib.import_module(f"bench.{name}")
+            "scaling": ("Where distribution pays: the env-latency ladder", _section_of("scaling")),
+            "matched": ("Pendulum against SB3 with the networks matched", _section_of("matched")),
+            "model": ("The scaling model, against the ladder and on paper", _section_of("model"))}
 
 
 def _meta_note(meta: dict) -> str:

@@ -22,6 +22,9 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | rllib        | Ape-X; parallel SAC               | RLlib DQN; RLlib SAC (see ARGS)    | ~14 min  |
 | matched      | parallel SAC, 64x64 and 256x256   | SB3 SAC with the same two networks | ~8 min   |
 | scaling      | Ape-X, 1-8 explorers, slow envs   | DQN, SB3, 8 batched envs, Amdahl   | ~2-3 h   |
+| model        | the scaling model's best count    | the ladder's best count (committed | ~4 min   |
+|              | and learner rate, per rung; 16    | scaling.json), Ape-X run at it     |          |
+|              | nodes on paper                    |                                    |          |
 
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
 others still run. `--only NAME ...` runs those, and the report keeps the others' last JSON
@@ -53,7 +56,7 @@ from bench.benchreport import write_report
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "learner_feed",
-         "soak", "ray_overhead", "rllib", "matched", "scaling")
+         "soak", "ray_overhead", "rllib", "matched", "scaling", "model")
 #: arguments a benchmark gets under run_all, to keep the other benchmarks near an hour (~67 min;
 #: scaling adds 2-3 h):
 #: goal_holds checks the two tasks the SB3 targets compare (`python -m bench.goal_holds` alone

@@ -25,8 +25,9 @@ The bound beside each curve is Amdahl's, from per-step costs measured in the sam
 (bare, one process): per transition, one process pays t_act + L + u t_update (u: updates per
 transition); N explorers, each stepping k envs as a batch (one wait of L per batch step), at
 best max((t_act + L / k) / N, u t_update, (t_act + u t_update) / cores), times the run's
-own env steps to the goal (`course_lib.sizing.amdahl_ms`, the workbook's one bound). A cheap
-env (L = 0) leaves nothing to win; an env whose cost is paid elsewhere is where N explorers pay.
+own env steps to the goal (`course_lib.sizing.amdahl_ms`, the workbook's one bound;
+`bench/model.py` sets the model's best count against this ladder's). A cheap env (L = 0)
+leaves nothing to win; an env whose cost is paid elsewhere is where N explorers pay.
 
 Targets (issue "Distribution that pays"): at 2 ms, the best apex-N reaches 475 in <= 0.35x
 the time of dqn and of sb3 (medians); at 0 ms, the best apex-N no slower than dqn.
@@ -127,18 +128,12 @@ def step_costs(seconds: float, steps: int) -> dict[str, float]:
 
 def bound_s(variant: str, latency_ms: float, env_steps: float, costs: dict,
             cores: int) -> float:
-    """Amdahl's best case: seconds for `env_steps` transitions (see the module docstring;
-    `course_lib.sizing.amdahl_ms`, the workbook's one bound)."""
-    act, update = costs["act_ms"], costs["update_ms"] * costs["updates_per_transition"]
+    """Amdahl's best case (`course_lib.sizing.amdahl_ms`): seconds for `env_steps` transitions."""
     name, _, n = variant.partition("-")
-    if name == "apex":                    # each explorer waits once for its batch of envs
-        per = amdahl_ms(act, latency_ms, update, envs=costs.get("envs_per_explorer", 1),
-                        explorers=int(n), cores=cores)
-    elif name == "vec":
-        per = amdahl_ms(act, latency_ms, update, envs=int(n))
-    else:
-        per = amdahl_ms(act, latency_ms, update)
-    return env_steps * per / 1_000
+    layout = ({"envs": costs.get("envs_per_explorer", 1), "explorers": int(n), "cores": cores}
+              if name == "apex" else {"envs": int(n)} if name == "vec" else {})
+    return env_steps * amdahl_ms(costs["act_ms"], latency_ms, costs["update_ms"]
+                                 * costs["updates_per_transition"], **layout) / 1_000
 
 
 def summarise(runs: list[dict], costs: dict, cores: int) -> list[dict]:

@@ -627,3 +627,66 @@ def test_a_rung_merged_from_another_machine_is_dropped_not_compared():
     assert sorted((r["latency_ms"], r["variant"], r["seed"]) for r in both["runs"]) == [
         (2.0, "apex-2", 0), (2.0, "apex-2", 1), (2.0, "dqn", 5)]
     assert len(said) == 4 and said[0].startswith("dropped: 2 ms dqn seed 0, measured on EPYC")
+
+
+def test_the_model_bench_reads_the_ladder_plans_the_paper_cluster_and_renders_its_section(
+        tmp_path):
+    """bench/model.py from canned JSON: the ladder's best counts, the readings of agreement,
+    the shard plan by hand, and its RESULTS.md section."""
+    model = _bench_module("model")
+
+    def rung(n, seconds, low, high, reached=3):
+        return {"latency_ms": 2.0, "variant": f"apex-{n}", "reached": reached, "seeds": 3,
+                "median_seconds": seconds, "min_seconds": low, "max_seconds": high}
+
+    scaling = {"meta": {"config": {"latencies_ms": [2.0]}},
+               "summary": [rung(1, 30.0, 25.0, 40.0), rung(2, 20.0, 18.0, 26.0),
+                           rung(4, 10.0, 9.0, 11.0, reached=2),     # a seed missed: left out
+                           {"latency_ms": 2.0, "variant": "dqn", "reached": 3, "seeds": 3,
+                            "median_seconds": 5.0}]}
+    best = model.ladder_best(scaling)[2.0]
+    assert best["count"] == 2 and sorted(best["rows"]) == [1, 2]
+    assert model.count_reading(2, 2, best["rows"]) == "the same count"
+    assert "overlap" in model.count_reading(1, 2, best["rows"])            # 25 <= 26
+    assert "no run of 4 explorers that reached" in model.count_reading(4, 2, best["rows"])
+    assert model.rate_reading(100.0, {"updates_s": 90.0, "saturated": 1.0}, 2, 2) == \
+        "within 20%"
+    assert "eta here = 0.50" in model.rate_reading(100.0, {"updates_s": 50.0, "saturated": 1.0},
+                                                   2, 2)
+    assert "waited for data" in model.rate_reading(100.0, {"updates_s": 50.0, "saturated": 0.2},
+                                                   2, 2)
+    assert "not measured" in model.rate_reading(100.0, {"updates_s": math.nan,
+                                                        "saturated": math.nan}, 2, 2)
+    # takes cost 0.25 ms a call + 0.35 / 448 ms a row; adds 100K/s in calls of 50 at 0.5 ms:
+    # 1,000 ms/s, plus 500 x 512 rows x 0.00078 = 200 ms/s, over 500 - 500 x 0.25 ms per shard
+    costs = {"act_ms": 0.1, "update_ms_64": 1.4, "replay_ms_64": 0.4, "update_ms_512": 6.0,
+             "replay_ms_512": 1.0, "insert_ms": 0.1, "call_ms": 0.4, "take_ms_64": 0.3,
+             "take_ms_512": 0.65, "submit_ms": 0.05, "pull_ms": 1.2, "transition_bytes": 49,
+             "weights_bytes": 70_000}
+    from course_lib.apex import ApexConfig
+
+    assert model.take_cost(costs) == pytest.approx((0.25, 0.35 / 448))
+    assert model.shard_plan(costs, ApexConfig(), 100_000, 500, 512) == (4, 1)
+    assert model.shard_plan(costs, ApexConfig(), 100_000, 4_000, 512) == (11, 4)  # 4 per call
+    paper = model.on_paper(costs, ApexConfig(), [2.0])
+    workbook, apex = paper
+    assert (workbook["replay_ratio"], apex["batch_size"]) == (16.0, 512)
+    assert workbook["updates_s_needed"] == round(workbook["explorer_transitions_s"] / 4)
+    assert workbook["bound"].startswith("the learner:") and workbook["learners"] > 10
+    result = {"meta": _meta({"explorers": 256, "nodes": 16}), "costs": costs, "paper": paper,
+              "targets": {}, "ladder": [
+                  {"latency_ms": 2.0, "ladder_best": 2, "model_count": 1,
+                   "model_count_ladder_costs": 2, "n_star": 0.83, "count_ok": True,
+                   "count_reading": "overlap", "predicted_updates_s": 268.0,
+                   "measured_updates_s": 250.0, "saturated": 1.0, "rate_ok": True,
+                   "rate_reading": "within 20%"},
+                  {"latency_ms": 5.0, "ladder_best": 4, "model_count": 4,
+                   "model_count_ladder_costs": 4, "n_star": 3.6, "count_ok": True,
+                   "count_reading": "the same count", "predicted_updates_s": 268.0}]}
+    text = model.section(result)
+    assert "| 2 | 2 | 1 | 2 | 0.83 | 268 | 250 | 100% | overlap; within 20% |" in text
+    assert "| 5 | 4 | 4 | 4 | 3.60 | 268 | – | – | the same count; not run |" in text
+    assert "| workbook (RR 16, B 64) | 2 |" in text and "| Ape-X paper (RR 1, B 512) | 2 |" in text
+    report = run_all.write_report({"model": result}, quick=False, out=tmp_path / "R.md")
+    assert "## The scaling model, against the ladder and on paper" in report
+    assert "`python -m bench.model`" in report and "| 2 | 2 | 1 | 2 |" in report

@@ -91,13 +91,10 @@ def test_bad_costs_are_refused_in_one_line(bad):
 
 def ladder_best_counts() -> dict[float, int]:
     """The committed ladder's fastest Ape-X count per latency (every seed reached 475)."""
-    r = json.loads((ROOT / "bench" / "results" / "scaling.json").read_text())
-    best = {}
-    for latency in r["meta"]["config"]["latencies_ms"]:
-        rows = [w for w in r["summary"] if w["latency_ms"] == latency
-                and w["variant"].startswith("apex-") and w["reached"] == w["seeds"]]
-        best[latency] = int(min(rows, key=lambda w: w["median_seconds"])["variant"][5:])
-    return best
+    from bench.model import ladder_best
+
+    scaling = json.loads((ROOT / "bench" / "results" / "scaling.json").read_text())
+    return {latency: best["count"] for latency, best in ladder_best(scaling).items()}
 
 
 def test_the_model_picks_the_committed_ladders_best_counts_within_one_explorer():
