@@ -20,8 +20,14 @@ things run faster on cpu"): SB3 gets its best setting here.
 
 The evaluation protocol is course_lib's, through course_lib's own functions (`OurEvaluation`):
 
-- a snapshot at least every `eval_every_s` seconds of wall clock: the cadence of the run it
-  is compared with (`ApexConfig.eval_every_s`, `SACConfig.eval_every_s`);
+- a snapshot every `eval_every_steps` env steps, fixed counts, so that a seed's run is
+  repeatable: SB3 trains the same weights for a seed whenever it is evaluated (evaluation
+  draws from none of its generators), and with evaluations at fixed env steps it stops at the
+  same one every time (evaluated on a wall-clock cadence it did not: its returns pass the goal
+  in short spells, and where a timed evaluation fell decided the stop). CartPole: 1,000, the
+  iteration of our single-process DQN (`DQNConfig.steps_per_iteration`), which the scaling
+  ladder races it against; Pendulum: 200, one episode. The time budget is checked at every
+  step: past it, one last evaluation and the run stops (as our trainers do);
 - `trainer.evaluation_request`: `eval_episodes` (10) episodes with fresh seeds
   (`derive_seed(seed, "evaluation", k)`), and if their mean meets the goal `confirm_episodes`
   (20) more of the same weights; `eval_return` is `trainer.evaluation_score`: the mean of the
@@ -41,6 +47,7 @@ the same `make bench` run. `--quick`: one seed, tiny budgets, no goal (measures 
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -50,10 +57,9 @@ from stable_baselines3 import DQN, SAC
 from stable_baselines3.common.callbacks import BaseCallback
 
 from bench.benchlib import Recording, parser
-from course_lib.apex import ApexConfig
+from course_lib.dqn import DQNConfig
 from course_lib.envs import evaluate_policy, make_env
 from course_lib.results import stop_reason
-from course_lib.sac import SACConfig
 from course_lib.trainer import TrainerConfig, evaluation_request, evaluation_score
 
 ZOO_VERSION = "2.9.2"
@@ -70,9 +76,9 @@ ZOO = {
 #: task -> SB3 algorithm, goal, budget (the same as our side's benchmark), evaluation cadence
 TASKS = {
     "CartPole-v1": {"algo": DQN, "target_return": 475.0, "max_env_steps": 150_000,
-                    "max_time_s": 300.0, "eval_every_s": ApexConfig.eval_every_s},
+                    "max_time_s": 300.0, "eval_every_steps": DQNConfig.steps_per_iteration},
     "Pendulum-v1": {"algo": SAC, "target_return": -200.0, "max_env_steps": 30_000,
-                    "max_time_s": 600.0, "eval_every_s": SACConfig.eval_every_s},
+                    "max_time_s": 600.0, "eval_every_steps": 200},
 }
 QUICK = {"CartPole-v1": {"max_env_steps": 2_000, "max_time_s": 60.0},
          "Pendulum-v1": {"max_env_steps": 400, "max_time_s": 60.0}}
@@ -89,22 +95,24 @@ def run_config(task: str, seed: int, quick: bool) -> TrainerConfig:
 
 
 class OurEvaluation(BaseCallback):
-    """Holds an SB3 run to course_lib's evaluation protocol and stop rule: every `every_s`
-    seconds (checked at each env step) it evaluates the model as it is now with
-    `trainer.evaluation_request` and `envs.evaluate_policy`, records a row, and stops training
-    when `results.stop_reason` says so (`stopped_by`). `start` is the run's clock origin."""
+    """Holds an SB3 run to course_lib's evaluation protocol and stop rule: every `every_steps`
+    env steps, and once when the time budget has run out, it evaluates the model as it is now
+    with `trainer.evaluation_request` and `envs.evaluate_policy`, records a row, and stops
+    training when `results.stop_reason` says so (`stopped_by`). `start` is the run's clock
+    origin."""
 
-    def __init__(self, cfg: TrainerConfig, every_s: float, start: float):
+    def __init__(self, cfg: TrainerConfig, every_steps: int, start: float):
         super().__init__()
-        self.cfg, self.every_s, self.start = cfg, every_s, start
+        self.cfg, self.every_steps, self.start = cfg, every_steps, start
+        self.deadline = math.inf if cfg.max_time_s is None else start + cfg.max_time_s
         self.rows: list[dict] = []
         self.evaluations = 0                  # the run's evaluations so far (the seed stream)
         self.eval_s = 0.0                     # wall-clock seconds spent evaluating
-        self.last_snapshot = start
         self.stopped_by: str | None = None
 
     def _on_step(self) -> bool:
-        if time.perf_counter() - self.last_snapshot < self.every_s:
+        if (self.model.num_timesteps % self.every_steps
+                and time.perf_counter() < self.deadline):
             return True
         return self.evaluate_snapshot()
 
@@ -114,7 +122,7 @@ class OurEvaluation(BaseCallback):
 
     def evaluate_snapshot(self) -> bool:
         """Score the model as it is now (training waits); False once the run should stop."""
-        self.last_snapshot = t0 = time.perf_counter()
+        t0 = time.perf_counter()
         returns: list[float] = []
         while (request := evaluation_request(self.cfg, returns, self.evaluations)) is not None:
             self.evaluations += 1
@@ -140,11 +148,12 @@ def run_once(task: str, seed: int, quick: bool, latency_ms: float = 0.0,
     `zoo_changes`: SB3 keyword arguments that replace the zoo's (`bench/matched.py`)."""
     cfg, spec, zoo = run_config(task, seed, quick), TASKS[task], ZOO[task]
     cfg = cfg.updated(budget or {})
+    torch.set_num_threads(1)                  # the zoo's advice for the CPU (module docstring)
     start = time.perf_counter()               # the clock includes building the model
     env = make_env(task, latency_ms=latency_ms) if latency_ms else task
     model = spec["algo"]("MlpPolicy", env, seed=seed, verbose=0, device="cpu",
                          **{**zoo["kwargs"], **(zoo_changes or {})})
-    clock = OurEvaluation(cfg, spec["eval_every_s"], start)
+    clock = OurEvaluation(cfg, spec["eval_every_steps"], start)
     # the zoo's own run first (its n_timesteps sets DQN's epsilon schedule), then on with the
     # schedule's end values until the goal or the budget
     phases = [min(zoo["n_timesteps"], cfg.max_env_steps)]
@@ -181,7 +190,6 @@ def summarise(runs: list[dict]) -> list[dict]:
 
 
 def bench_sb3(seeds=(0, 1, 2), tasks=tuple(TASKS), quick: bool = False, log=print) -> dict:
-    torch.set_num_threads(1)
     runs = []
     for task in tasks:
         for seed in seeds:
@@ -197,7 +205,8 @@ def bench_sb3(seeds=(0, 1, 2), tasks=tuple(TASKS), quick: bool = False, log=prin
                        "budgets": {t: {k: v for k, v in run_config(t, 0, quick).to_dict().items()
                                        if k in ("target_return", "max_env_steps", "max_time_s",
                                                 "eval_episodes", "confirm_episodes")}
-                                   | {"eval_every_s": TASKS[t]["eval_every_s"]} for t in tasks}},
+                                   | {"eval_every_steps": TASKS[t]["eval_every_steps"]}
+                                   for t in tasks}},
             "runs": runs, "summary": summarise(runs), "targets": {}}
 
 

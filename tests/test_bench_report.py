@@ -243,7 +243,7 @@ def test_sb3_evaluation_follows_our_protocol_and_stop_rule(monkeypatch):
         assert deterministic
         return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64), None
 
-    clock = sb3.OurEvaluation(cfg, every_s=3.0, start=time.perf_counter())
+    clock = sb3.OurEvaluation(cfg, every_steps=1_000, start=time.perf_counter())
     clock.model = SimpleNamespace(predict=balancing, num_timesteps=31_000, _n_updates=3_000)
     assert clock.evaluate_snapshot() is False                  # goal met and confirmed: stop
     row = clock.rows[-1]
@@ -255,7 +255,7 @@ def test_sb3_evaluation_follows_our_protocol_and_stop_rule(monkeypatch):
     pushes_left = SimpleNamespace(predict=lambda obs, deterministic: (np.zeros(len(obs), int),
                                                                       None),
                                   num_timesteps=1_000, _n_updates=0)
-    clock = sb3.OurEvaluation(cfg, every_s=3.0, start=time.perf_counter())
+    clock = sb3.OurEvaluation(cfg, every_steps=1_000, start=time.perf_counter())
     clock.model = pushes_left
     assert clock.evaluate_snapshot() is True                   # 10 episodes, far below: go on
     assert clock.rows[-1]["eval_episodes"] == 10 and clock.stopped_by is None
@@ -265,6 +265,24 @@ def test_sb3_evaluation_follows_our_protocol_and_stop_rule(monkeypatch):
                         seen.append(seed) or np.zeros(episodes))
     clock.evaluate_snapshot()
     assert seen == [derive_seed(4, "evaluation", 2)]
+
+
+def test_sb3_evaluates_at_fixed_env_steps_so_a_seeds_run_repeats():
+    """Evaluations fall on multiples of the task's cadence, not on the clock, and SB3's
+    training does not depend on when it is evaluated: the same seed run twice gives the same
+    evaluations at the same env steps (2,000 env steps, learning from 500, with fewer gradient
+    steps and a smaller net than the zoo's: the same code path, a fraction of the time; no
+    time budget, which is the one thing that would make them differ)."""
+    sb3 = _bench_module("sb3")
+    every = sb3.TASKS["CartPole-v1"]["eval_every_steps"]
+    budget = {"max_env_steps": 2 * every, "max_time_s": None}
+    smaller = {"learning_starts": 500, "gradient_steps": 8, "policy_kwargs": {"net_arch": [64, 64]}}
+    runs = [sb3.run_once("CartPole-v1", seed=1, quick=True, budget=budget, zoo_changes=smaller)
+            for _ in range(2)]
+    curves = [[(steps, ret) for _, steps, ret in r["curve"]] for r in runs]
+    assert [steps for steps, _ in curves[0]] == [every, 2 * every]
+    assert curves[0] == curves[1] and runs[0]["learner_updates"] == runs[1]["learner_updates"] > 0
+    assert runs[0]["stopped_by"] == "env_steps"
 
 
 def test_overhead_steady_rate_skips_start_up_and_learning_starts():
