@@ -24,7 +24,7 @@ LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WHEELHOUSE ?=
 PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: help install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench fresh clean lock
+.PHONY: help install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench fresh refresh clean lock
 
 help:
 	@echo "make lab        set up (first time) and open your workshop/ folder (RLLIB=1: with RLlib)"
@@ -39,6 +39,7 @@ help:
 	@echo "make lock       requirements/lock.txt from .venv (after the tests passed in it)"
 	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 	@echo "make fresh      list the notebooks, results and figures whose code changed since they ran"
+	@echo "make refresh    every benchmark, then every notebook in full mode (~90 min, quiet machine)"
 
 # Python 3.11, 3.12 or 3.13 (requires-python in pyproject.toml).
 PYTHON_OK := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else \
@@ -144,6 +145,17 @@ bench: $(STAMP)
 # fails when one is stale or records no commit. REPORT=1 lists without failing (CI).
 fresh: $(STAMP)
 	$(BIN)/python scripts/fresh.py $(if $(REPORT),--report,)
+
+# Everything that goes stale, re-run from committed code (about 90 minutes on a quiet 2-core
+# machine; the budget is in CONTRIBUTING.md): every benchmark, the RLlib profile notebook 07
+# prints, then every notebook in full mode (after the benchmarks: they print their results),
+# then the numbers of the decks and guides. It ends with `make fresh`, which must list nothing.
+refresh: $(STAMP)
+	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m bench.rllib_profile
+	$(BIN)/python scripts/notebooks.py execute
+	$(BIN)/python scripts/figures.py fill
+	$(BIN)/python scripts/fresh.py
 
 clean:
 	rm -rf build .pytest_cache

@@ -301,7 +301,8 @@ SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
             "ray_overhead": ("What Ray costs: calls and transfers against plain Python",
                              section_ray_overhead),
             "rllib": ("course_lib against RLlib, same machine, same run", section_rllib),
-            "scaling": ("Where distribution pays: the env-latency ladder", _section_of("scaling")),
+            "scaling": ("Where distribution pays: the env-latency ladder",
+                        _section_of("scaling_summary")),
             "matched": ("Pendulum against SB3 with the networks matched", _section_of("matched")),
             "model": ("The scaling model, against the ladder and on paper", _section_of("model"))}
 

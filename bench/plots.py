@@ -3,13 +3,9 @@ its benchmark's block of RESULTS.md)."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
-
-def _scaling():
-    """bench/scaling.py, imported when its figure is drawn (it imports Ray)."""
-    return importlib.import_module("bench.scaling")
+from bench import scaling_summary
 
 
 def _save(fig, path: Path) -> Path:
@@ -108,7 +104,7 @@ def _plot_soak(plt, r: dict, out_dir: Path) -> list[Path]:
 #: benchmark -> (a key its JSON has when it ran, the function that draws its figures)
 FIGURES = {"rllib": ("runs", _plot_rllib), "ray_overhead": ("rows", _plot_ray_overhead),
            "overhead": ("apex", _plot_overhead), "soak": ("samples", _plot_soak),
-           "scaling": ("summary", lambda plt, r, out: _scaling().plot(plt, r, out))}
+           "scaling": ("summary", scaling_summary.plot)}
 
 
 def plot_figures(results: dict[str, dict], out_dir: Path) -> dict[str, list[str]]:

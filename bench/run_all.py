@@ -7,25 +7,27 @@ Each benchmark runs as its own subprocess (`python -m bench.<name> [--quick] --j
 bench/results/<name>.json`) with its own RAY_TMPDIR, one after the other, so they never share
 a Ray instance or the CPUs. Each measures course_lib and its reference in the same run:
 
-| benchmark    | course_lib                        | reference                          | full run |
-| ------------ | --------------------------------- | ---------------------------------- | -------- |
-| replay       | numpy prioritized replay          | cpprb (C++)                        | ~0.5 min |
-| apex         | Ape-X, 2 and 4 explorers          | single-process DQN                 | ~6 min   |
-| sac          | parallel SAC on Pendulum          | (the goal: -200)                   | ~1 min   |
-| sb3          | (ours: apex and sac above)        | SB3 DQN and SAC, RL Zoo settings   | ~12 min  |
-| goal_holds   | the saved checkpoint, re-scored   | the goal, within 5%                | ~5 min   |
-| overhead     | each role inside the system       | the same work in a bare loop       | ~4 min   |
-| learner_feed | Ape-X, settings that feed the     | the bare learner loop, one process | ~12 min  |
-|              | learner (pin it, publish less)    |                                    |          |
-| soak         | Ape-X, 8 explorers, 10 minutes    | flat memory, progress every 10 s   | ~11 min  |
-| ray_overhead | Ray tasks, actors, put/get        | plain calls, pickle                | ~1.5 min |
-| rllib        | Ape-X; parallel SAC               | RLlib DQN; RLlib SAC (see ARGS)    | ~14 min  |
-| matched      | parallel SAC, 64x64 and 256x256   | SB3 SAC with the same two networks | ~8 min   |
-| scaling      | Ape-X, 1-8 explorers, slow envs   | DQN, SB3, 8 batched envs, Amdahl   | ~2-3 h   |
-| model        | the scaling model's best count    | the ladder's best count (committed | ~4 min   |
-|              | and learner rate, per rung; 16    | scaling.json), Ape-X run at it     |          |
-|              | nodes on paper                    |                                    |          |
+| benchmark    | course_lib                        | reference                          |
+| ------------ | --------------------------------- | ---------------------------------- |
+| replay       | numpy prioritized replay          | cpprb (C++)                        |
+| apex         | Ape-X, 2 and 4 explorers          | single-process DQN                 |
+| sac          | parallel SAC on Pendulum          | (the goal: -200)                   |
+| sb3          | (ours: apex and sac above)        | SB3 DQN and SAC, RL Zoo settings   |
+| goal_holds   | the saved checkpoint, re-scored   | the goal, within 5%                |
+| overhead     | each role inside the system       | the same work in a bare loop       |
+| learner_feed | Ape-X, settings that feed the     | the bare learner loop, one process |
+|              | learner (pin it, publish less)    |                                    |
+| soak         | Ape-X, 8 explorers, 10 minutes    | flat memory, progress every 10 s   |
+| ray_overhead | Ray tasks, actors, put/get        | plain calls, pickle                |
+| rllib        | Ape-X; parallel SAC               | RLlib DQN; RLlib SAC (see ARGS)    |
+| matched      | parallel SAC, 64x64 and 256x256   | SB3 SAC with the same two networks |
+| scaling      | Ape-X, 1-4 explorers, slow envs   | DQN, SB3, 8 batched envs, Amdahl   |
+| model        | the scaling model's best count    | the ladder's best count (committed |
+|              | and learner rate, per rung; 16    | scaling.json), Ape-X run at it     |
+|              | nodes on paper                    |                                    |
 
+All of them take about 83 minutes on a quiet 2-core machine, the scaling ladder about 33 of
+them (CONTRIBUTING.md, "A full refresh", has each one's time from its committed record).
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
 others still run. `--only NAME ...` runs those, and the report keeps the others' last JSON
 (marked as an earlier run), so a long one can run on its own (`--only rllib`) and the report
@@ -57,8 +59,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "learner_feed",
          "soak", "ray_overhead", "rllib", "matched", "scaling", "model")
-#: arguments a benchmark gets under run_all, to keep the other benchmarks near an hour (~67 min;
-#: scaling adds 2-3 h):
+#: arguments a benchmark gets under run_all, to keep `make refresh` short:
 #: goal_holds checks the two tasks the SB3 targets compare (`python -m bench.goal_holds` alone
 #: also trains Ape-X on Acrobot-v1, ~5 min more); RLlib's runs stop at 400 s instead of 900 s
 #: (RLlib DQN needed ~730 s, RLlib SAC ~460 s: they then miss, and the ratio ours/RLlib is

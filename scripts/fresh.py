@@ -10,14 +10,17 @@ JSON it is drawn from). Its code is:
 
 - a notebook: `course_lib/**.py`, the notebook's own code cells, and each benchmark result
   it loads (`bench_results.load("NAME")` in a code cell: its outputs print that JSON, so a
-  result re-measured since the notebook ran makes the notebook stale);
+  result re-measured since the notebook ran makes the notebook stale: compared with the
+  fingerprint `execute` recorded, `course.data`, or for a notebook run before those, with the
+  result at its commit). So `make refresh`, which re-runs the benchmarks before it executes
+  the notebooks, leaves every output fresh before anything is committed;
 - a result: the `.py` files of `course_lib/` and `bench/` that its benchmark `bench/NAME.py`
   (for data in notebooks/figures, the module its `meta.command` ran) imports, directly or
   through others (`import_closure`), so that a change the benchmark
   cannot run (a notebook exercise's checker, say) leaves its result fresh; a result with no
   such module: all of `course_lib/**.py` and `bench/**.py`;
 - a figure: its result's code and `bench/plots.py`, which draws it from the result (the one
-  module `plots.py` imports, `bench/scaling.py`, is the scaling result's own).
+  module `plots.py` imports, `bench/scaling_summary.py`, is the scaling result's own).
 
 The import closure is read from the code as it is now, and counts a module when a file names
 it in an `import`, in a string (`importlib.import_module("course_lib.apex")`, `python -m
@@ -46,9 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 if __package__:          # `python -m scripts.fresh`, or imported (the tests)
-    from scripts.provenance import CODE, DIRTY, ROOT, git
+    from scripts.provenance import CODE, DIRTY, ROOT, fingerprint, git
 else:                    # `python scripts/fresh.py`: Python puts this folder first on sys.path
-    from provenance import CODE, DIRTY, ROOT, git
+    from provenance import CODE, DIRTY, ROOT, fingerprint, git
 
 NOTEBOOK_CODE = ("course_lib",)
 RESULT_CODE = CODE
@@ -65,6 +68,7 @@ class Output:
     recorded: str = ""             # what it records instead of a commit, if anything
     data: tuple[str, ...] = ()     # files it reads, compared whole (a notebook's bench results)
     only: frozenset[str] | None = None   # of `code`, only these files count (None: all)
+    seen: dict[str, str | None] | None = None   # fingerprints of `data` when it ran, if recorded
 
 
 #: a notebook's use of a benchmark result: `bench_results.load("apex")`
@@ -232,8 +236,12 @@ class Repository:
             old, new = self.text(output.commit, path), self.text(None, path)
             if old is None or new is None or normalized(path, old) != normalized(path, new):
                 changed.append(path)
-        changed += [path for path in output.data
-                    if self.text(output.commit, path) != self.text(None, path)]
+        if output.seen is not None:        # what the output read, against the data now
+            changed += [path for path in output.data
+                        if output.seen.get(path) != fingerprint(self.root / path)]
+        else:                              # recorded before fingerprints: data at its commit
+            changed += [path for path in output.data
+                        if self.text(output.commit, path) != self.text(None, path)]
         return changed
 
 
@@ -250,7 +258,8 @@ def outputs(root: Path = ROOT) -> list[Output]:
         text = (root / path).read_text()
         meta = json.loads(text).get("metadata", {}).get("course", {})
         found.append(Output(path, recorded_commit(meta.get("commit")), NOTEBOOK_CODE, own=path,
-                            recorded=str(meta.get("commit") or ""), data=results_loaded(text)))
+                            recorded=str(meta.get("commit") or ""), data=results_loaded(text),
+                            seen=meta.get("data")))
     results = {}
     for path in sorted(p for p in tracked if p.startswith("bench/results/")
                        and p.endswith(".json")):
@@ -316,7 +325,8 @@ def check(root: Path = ROOT) -> list[tuple[str, str, str]]:
         commit = output.commit.removesuffix(DIRTY)
         try:
             changed = repo.changed(Output(output.path, commit, output.code, output.own,
-                                          data=output.data, only=output.only))
+                                          data=output.data, only=output.only,
+                                          seen=output.seen))
         except RuntimeError:
             rows.append(("stale", output.path, f"{commit[:10]} is not in this repository"))
             continue

@@ -5,10 +5,12 @@
     python scripts/notebooks.py workshop [--dir workshop] [--refresh]   # make lab / refresh
 
 `execute` records the mode, date, duration, machine and the commit it ran (`course.commit`) in the
-notebook's metadata under "course"; tests/test_notebooks.py checks that every committed notebook
-was run in full mode. It runs committed code only: it refuses when course_lib/, bench/ or the
-notebook has uncommitted changes, unless `--allow-dirty` (the commit is then recorded as
-`<commit>-dirty`, which `make fresh` lists as stale).
+notebook's metadata under "course", and a fingerprint of each benchmark result it prints
+(`course.data`: `make fresh` lists it when that result is re-measured since);
+tests/test_notebooks.py checks that every committed notebook was run in full mode. It runs
+committed code only: it refuses when course_lib/, bench/ or the notebook has uncommitted
+changes, unless `--allow-dirty` (the commit is then recorded as `<commit>-dirty`, which
+`make fresh` lists as stale).
 
 The attendee edition (`student_version`) is what attendees open. Each solution cell becomes a
 collapsed Markdown block placed after its check, so neither Shift+Enter nor Run All executes it;
@@ -35,9 +37,11 @@ from pathlib import Path
 import nbformat
 
 if __package__:          # `python -m scripts.notebooks`, or imported (the tests)
-    from scripts.provenance import CODE, stamp
+    from scripts.fresh import results_loaded
+    from scripts.provenance import CODE, fingerprint, stamp
 else:                    # `python scripts/notebooks.py`: Python puts this folder first on sys.path
-    from provenance import CODE, stamp
+    from fresh import results_loaded
+    from provenance import CODE, fingerprint, stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -64,6 +68,7 @@ def execute(path: Path, timeout_s: int = 3600, allow_dirty: bool = False) -> flo
     from nbclient import NotebookClient
 
     commit = code_stamp(path, allow_dirty)
+    read = {name: fingerprint(ROOT / name) for name in results_loaded(path.read_text())}
     os.environ["COURSE_QUICK"] = "0"
     os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt-nb-")
     nb = nbformat.read(path, as_version=4)
@@ -78,6 +83,7 @@ def execute(path: Path, timeout_s: int = 3600, allow_dirty: bool = False) -> flo
         "duration_s": round(seconds, 1),
         "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, "
                    f"Python {platform.python_version()}",
+        **({"data": read} if read else {}),     # the benchmark results it printed, hashed
     }
     nbformat.write(nb, path)
     return seconds

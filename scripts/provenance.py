@@ -8,6 +8,7 @@ outputs whose code has changed since.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -47,3 +48,9 @@ def stamp(paths=CODE, root: Path = ROOT) -> dict:
     named = {str(p) for p in paths}
     changed = [f for f in uncommitted(paths, root) if f.endswith(".py") or f in named]
     return {"commit": head(root) + (DIRTY if changed else ""), "uncommitted": changed}
+
+
+def fingerprint(path: Path) -> str | None:
+    """A short hash of a data file's bytes (None when it does not exist): what an output
+    records of the data it read, so that `scripts/fresh.py` sees when that data changes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None

@@ -486,12 +486,12 @@ def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
     """Canned runs: medians and ranges per (latency, variant), Amdahl's bound (a slow env:
     N explorers divide its wait; a fast one: the learner's updates set the floor), the
     ratios to single-process DQN and SB3, and the targets only from variants that reached."""
-    scaling = _bench_module("scaling")
+    summary = _bench_module("scaling_summary")
     costs = {"act_ms": 0.2, "update_ms": 1.2, "updates_per_transition": 0.25}
-    assert scaling.bound_s("dqn", 2.0, 10_000, costs, 2) == (0.2 + 2.0 + 0.3) * 10
-    assert scaling.bound_s("apex-4", 2.0, 10_000, costs, 2) == 2.2 / 4 * 10   # the env's wait
-    assert scaling.bound_s("apex-8", 0.0, 10_000, costs, 2) == 0.3 * 10       # the learner
-    assert scaling.bound_s("vec-8", 2.0, 10_000, costs, 2) == (0.2 + 0.25 + 0.3) * 10
+    assert summary.bound_s("dqn", 2.0, 10_000, costs, 2) == (0.2 + 2.0 + 0.3) * 10
+    assert summary.bound_s("apex-4", 2.0, 10_000, costs, 2) == 2.2 / 4 * 10   # the env's wait
+    assert summary.bound_s("apex-8", 0.0, 10_000, costs, 2) == 0.3 * 10       # the learner
+    assert summary.bound_s("vec-8", 2.0, 10_000, costs, 2) == (0.2 + 0.25 + 0.3) * 10
 
     def run(latency, variant, seed, seconds, reached=True):
         return {"latency_ms": latency, "variant": variant, "seed": seed, "reached": reached,
@@ -501,14 +501,75 @@ def test_the_scaling_ladder_reads_its_runs_against_the_bound_and_the_targets():
     runs += [run(2.0, "sb3", s, t) for s, t in enumerate((150.0, 160.0, 170.0))]
     runs += [run(2.0, "apex-4", s, t) for s, t in enumerate((30.0, 35.0, 40.0))]
     runs += [run(2.0, "apex-8", s, 20.0, reached=s > 0) for s in range(3)]   # one missed
-    rows = scaling.summarise(runs, costs, 2)
+    rows = summary.summarise(runs, costs, 2)
     apex4 = next(r for r in rows if r["variant"] == "apex-4")
     assert (apex4["median_seconds"], apex4["min_seconds"], apex4["max_seconds"]) == (35, 30, 40)
     assert apex4["seconds_vs_dqn"] == 0.35 and apex4["seconds_vs_sb3"] == 0.22
-    targets = scaling.check_targets(rows)
+    assert apex4["seconds_vs_dqn_is"] == "=" and apex4["median_seconds_exact"]
+    targets = summary.check_targets(rows)
     assert targets["2 ms: best Ape-X time / dqn"]["variant"] == "apex-4"   # not the one that missed
     assert targets["2 ms: best Ape-X time / dqn"]["met"]
     assert "0 ms: best Ape-X time / dqn" not in targets                   # not run
+
+
+def test_a_capped_or_floored_run_makes_its_statistics_and_ratios_bounds():
+    """A run that did not reach the goal (stopped at the cap, or not run: its floor) has a
+    lower bound for seconds; a median, min or max it sits at or under is one too, a ratio
+    against such a reference is an upper bound, and a target it misses is left undecided."""
+    summary = _bench_module("scaling_summary")
+    costs = {"act_ms": 0.2, "update_ms": 1.2, "updates_per_transition": 0.25}
+
+    def run(variant, seed, seconds, reached=True, **more):
+        return {"latency_ms": 2.0, "variant": variant, "seed": seed, "reached": reached,
+                "seconds": seconds, "env_steps": 30_000, "cpu_s": seconds, **more}
+
+    runs = [run("dqn", 0, 45.0, reached=False), run("dqn", 1, 40.0),          # capped at 45
+            run("dqn", 2, 104.0, reached=False, floor=True, cpu_s=None)]      # not run
+    runs += [run("sb3", s, t) for s, t in enumerate((50.0, 60.0, 70.0))]
+    runs += [run("apex-2", s, t) for s, t in enumerate((20.0, 22.0, 30.0))]
+    rows = {r["variant"]: r for r in summary.summarise(runs, costs, 2)}
+    dqn = rows["dqn"]
+    assert (dqn["median_seconds"], dqn["min_seconds"], dqn["max_seconds"]) == (45.0, 40.0, 104.0)
+    assert (dqn["median_seconds_exact"], dqn["min_seconds_exact"], dqn["max_seconds_exact"]) \
+        == (False, True, False)
+    assert (dqn["reached"], dqn["not_run"], dqn["median_cpu_s"]) == (1, 1, 42.5)
+    assert summary.seconds_text(dqn, "median") == "≥45.0" and summary.cpu_text(dqn) == "42.5"
+    assert rows["apex-2"]["seconds_vs_dqn"] == 0.49 and rows["apex-2"]["seconds_vs_dqn_is"] == "<="
+    assert dqn["seconds_vs_sb3_is"] == ">="
+    targets = summary.check_targets(list(rows.values()))
+    assert targets["2 ms: best Ape-X time / dqn"] == {
+        "value": 0.49, "variant": "apex-2", "target": "<= 0.35", "met": False,
+        "note": "undecided: dqn's median is a lower bound"}
+    assert targets["2 ms: best Ape-X time / sb3"]["met"] is False             # measured: missed
+    assert "note" not in targets["2 ms: best Ape-X time / sb3"]
+    text = summary.section({"costs": {**costs, "updates_per_transition": 0.25}, "summary":
+                            list(rows.values()), "meta": _meta({"cap_s": 45.0})})
+    assert "| 2 | dqn | 1/3 | 1 | ≥45.0 [40.0-≥104.0] |" in text
+    assert "| 2 | apex-2 | 3/3 | 0 | 22.0 [20.0-30.0] |" in text and "| <=0.49 | 0.37 |" in text
+
+
+def test_the_ladder_floors_a_repeatable_reference_from_the_env_steps_it_took():
+    """dqn, sb3 and vec-8 learn the same at every latency: a run must wait at least its env
+    steps to the goal times the latency (vec-8: 8 envs per wait); Ape-X has no floor. At the
+    first latency a repeatable reference runs to the goal, every other run stops at the cap;
+    a new variant is one entry of VARIANTS."""
+    scaling = _bench_module("scaling")
+    runs = [{"variant": "dqn", "seed": 0, "env_steps": 40_000, "reached": True},
+            {"variant": "dqn", "seed": 0, "env_steps": 20_000, "reached": False},
+            {"variant": "dqn", "seed": 0, "env_steps": 90_000, "floor": True},
+            {"variant": "vec-8", "seed": 1, "env_steps": 48_000, "reached": True}]
+    assert scaling.steps_known(runs, "dqn", 0) == 40_000                  # floors do not count
+    assert scaling.steps_known(runs, "dqn", 1) is None
+    assert scaling.floor_s("dqn", 2.0, 40_000) == 80.0
+    assert scaling.floor_s("vec-8", 2.0, scaling.steps_known(runs, "vec-8", 1)) == 12.0
+    assert scaling.floor_s("apex-2", 2.0, 40_000) is None
+    assert scaling.floor_s("dqn", 2.0, None) is None
+    latencies = (0.0, 2.0)
+    assert scaling.budget_for("dqn", 0.0, latencies, 45.0, quick=False) == scaling.FULL
+    assert scaling.budget_for("dqn", 2.0, latencies, 45.0, quick=False)["max_time_s"] == 45.0
+    assert scaling.budget_for("apex-2", 0.0, latencies, 45.0, quick=False)["max_time_s"] == 45.0
+    assert scaling.budget_for("sb3", 0.0, latencies, 45.0, quick=True) == scaling.QUICK
+    assert list(scaling.VARIANTS) == ["dqn", "sb3", "vec-8", "apex-1", "apex-2", "apex-4"]
 
 
 def test_overhead_section_tables_the_cpu_per_update_by_role(tmp_path):
@@ -591,6 +652,7 @@ def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():
     two = result(2.0, ["dqn", "sb3", "apex-4"], {"dqn": 100, "sb3": 60, "apex-4": 20})
     zero = result(0.0, ["dqn", "apex-4"], {"dqn": 30, "apex-4": 35})
     again = result(2.0, ["apex-4"], {"apex-4": 19})    # one variant re-run
+    summary = _bench_module("scaling_summary")
     both = scaling.merged(written(scaling.merged(written(two, 0.5), zero), 0.7), again)
     assert both["config"]["latencies_ms"] == [0.0, 2.0] and len(both["runs"]) == 15
     assert [r["seconds"] for r in both["runs"] if r["variant"] == "apex-4"
@@ -599,11 +661,11 @@ def test_a_ladder_run_one_rung_at_a_time_merges_into_one_result():
     assert both["targets"]["0 ms: best Ape-X time / dqn"] == {
         "value": 1.16, "variant": "apex-4", "target": "<= 1.0", "met": False}
     # each rung's run keeps its own meta: the section gives each one's load
-    text = scaling.section(written(both, 0.9))
+    text = summary.section(written(both, 0.9))
     assert "load average before/after each: 0.5/0.5, 0.7/0.7, 0.9/0.9." in text
     # and each row its own commit: the earlier runs carry theirs, the newest take the meta's
     where = {(r["latency_ms"], r["variant"], w["commit"][:3])
-             for r, w in zip(both["runs"], scaling.run_provenance(written(both, 0.9)),
+             for r, w in zip(both["runs"], summary.run_provenance(written(both, 0.9)),
                              strict=True)}
     assert where == {(2.0, "dqn", "0.5"), (2.0, "sb3", "0.5"), (0.0, "dqn", "0.7"),
                      (0.0, "apex-4", "0.7"), (2.0, "apex-4", "0.9")}
@@ -637,7 +699,8 @@ def test_a_rung_merged_from_another_machine_is_dropped_not_compared():
                "earlier_meta": [{**_meta({"latencies_ms": [0.0, 2.0], "variants": ["dqn"]}),
                                  "machine": {"cpu": "EPYC"}, "command": None}],
                "costs": costs, "runs": runs}
-    assert [w["cpu"] for w in scaling.run_provenance(earlier)] == ["EPYC"] * 4 + ["Xeon"] * 2
+    summary = _bench_module("scaling_summary")
+    assert [w["cpu"] for w in summary.run_provenance(earlier)] == ["EPYC"] * 4 + ["Xeon"] * 2
     new = {"config": {"quick": False, "cores": 2}, "costs": costs,
            "runs": [{**runs[0], "seed": 5, "cpu": "Xeon"}]}
     said = []

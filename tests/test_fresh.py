@@ -171,6 +171,14 @@ def test_a_notebook_is_stale_when_a_result_it_loads_is_re_measured(repo):
     assert status["notebooks/01_a.ipynb"] == "fresh"                 # it loads no result
     detail = {path: d for _, path, d in fresh.check(repo)}
     assert "bench/results/speed.json changed" in detail["notebooks/02_b.ipynb"]
+    # executed after the re-run (make refresh: benchmarks first, nothing committed between):
+    # the fingerprint it recorded of what it printed matches, whatever its commit holds
+    result = repo / "bench" / "results" / "speed.json"
+    nb.metadata["course"]["data"] = {"bench/results/speed.json": provenance.fingerprint(result)}
+    nbformat.write(nb, repo / "notebooks" / "02_b.ipynb")
+    assert _status(repo)["notebooks/02_b.ipynb"] == "fresh"
+    result.write_text(json.dumps({"meta": {"commit": provenance.head(repo)}, "rows": [2]}))
+    assert _status(repo)["notebooks/02_b.ipynb"] == "stale"
 
 
 def test_a_run_on_uncommitted_code_is_stale_and_exit_status_follows_report(repo, monkeypatch):

@@ -162,7 +162,8 @@ def installed_extras(commands: str) -> list[str]:
     return re.findall(r"pip install .*-e \"?\.\[([^\]]*)\]", commands)
 
 
-@pytest.mark.parametrize("target", ["test", "unit", "nbval", "lint", "install", "lab", "slides"])
+@pytest.mark.parametrize("target", ["test", "unit", "nbval", "lint", "install", "lab", "slides",
+                                    "refresh"])
 def test_make_targets_never_call_sudo(tmp_path, target):
     """Installing Chromium (apt-get, through sudo off root) is `make chromium`'s alone: a step
     .ci/run takes and a laptop owner chooses, never a password prompt inside `make test`."""
