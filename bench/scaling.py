@@ -76,11 +76,13 @@ from bench.scaling_summary import (
     cpu_text,
     run_provenance,
     seconds_text,
+    steps_text,
     summarise,
 )
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.dqn import DQNTrainer
+from course_lib.results import OutOfTime
 
 GOAL = 475.0
 LATENCIES = (0.0, 0.5, 2.0, 5.0)
@@ -147,8 +149,12 @@ def run_one(name: str, latency_ms: float, seed: int, budget: dict) -> dict:
         cfg = variant.trainer.config_class().updated(
             {**budget, **variant.changes, "seed": seed, "env_latency_ms": latency_ms})
         cpu_at_row: list[dict] = []
-        result = variant.trainer.train(
-            cfg, progress=lambda row: cpu_at_row.append(cpu_seconds_tree()))
+        try:
+            result = variant.trainer.train(
+                cfg, progress=lambda row: cpu_at_row.append(cpu_seconds_tree()))
+        except OutOfTime:        # the cap came before its first evaluation: at least the cap
+            return {"reached": False, "env_steps": None, "seconds": cfg.max_time_s,
+                    "cpu_s": round(cpu_used(cpu0, cpu_seconds_tree()), 1), "eval_return": None}
         cpu1, last, reached = cpu_at_row[-1], result.last, result.stopped_by == "eval_return"
     return {"reached": reached, "env_steps": int(last["env_steps"]),
             "seconds": round(float(last["wall_s"]), 1), "cpu_s": round(cpu_used(cpu0, cpu1), 1),
@@ -169,7 +175,7 @@ def steps_known(runs: list[dict], name: str, seed: int) -> int | None:
     """The most env steps a run of this variant and seed has measured (None: no run yet): its
     env steps to the goal when one reached it, else at least that many."""
     return max((r["env_steps"] for r in runs if (r["variant"], r["seed"]) == (name, seed)
-                and not r.get("floor")), default=None)
+                and not r.get("floor") and r["env_steps"] is not None), default=None)
 
 
 def floor_s(name: str, latency_ms: float, steps: int | None) -> float | None:
@@ -221,6 +227,8 @@ def bench_scaling(latencies, seeds, variants, quick: bool, cap_s: float = CAP_S,
                         log(f"{latency:>4g} ms {name:>7} seed {seed}: " + (
                             f"not run, its floor {floor:.1f} s passes the {cap_s:g} s cap"
                             if r.get("floor") else
+                            f"stopped at {r['seconds']:g} s, before its first evaluation"
+                            if r["env_steps"] is None else
                             f"{'reached' if r['reached'] else 'stopped'} at "
                             f"{r['env_steps']:>7,} env steps, {r['seconds']:6.1f} s, "
                             f"{r['cpu_s']:6.1f} CPU s"), flush=True)
@@ -296,7 +304,7 @@ def main() -> None:
         print(f"{row['latency_ms']:>4g} ms {row['variant']:>7}: {row['reached']}/{row['seeds']} "
               f"reached, median {seconds_text(row, 'median')} s "
               f"[{seconds_text(row, 'min')}-{seconds_text(row, 'max')}], bound "
-              f"{row['bound_s'] or math.nan:6.1f} s, {row['median_env_steps']:>8,.0f} env steps, "
+              f"{row['bound_s'] or math.nan:6.1f} s, {steps_text(row):>8} env steps, "
               f"{cpu_text(row)} CPU s")
     for name, check in result["targets"].items():
         print(f"target {name}: {check['value']} ({check['variant']}) {check['target']}: "

@@ -48,8 +48,10 @@ def summarise(runs: list[dict], costs: dict, cores: int) -> list[dict]:
                     f"max_{what}": max(values, default=None)}
         row |= {f"{stat}_seconds_exact": exact(row[f"{stat}_seconds"], mine)
                 for stat in ("median", "min", "max")}
-        row["bound_s"] = (None if key[1] == "sb3" else    # other code, other per-step costs
-                          round(bound_s(key[1], key[0], row["median_env_steps"], costs, cores), 1))
+        row["bound_s"] = (None if key[1] == "sb3"         # other code, other per-step costs
+                          or row["median_env_steps"] is None  # no run got to an evaluation
+                          else round(bound_s(key[1], key[0], row["median_env_steps"], costs,
+                                             cores), 1))
         rows.append(row)
     for row in rows:
         for ref in ("dqn", "sb3"):
@@ -141,6 +143,11 @@ def cpu_text(w: dict) -> str:
     return "-" if w["median_cpu_s"] is None else f"{w['median_cpu_s']:.1f}"
 
 
+def steps_text(w: dict) -> str:
+    """A row's median env steps ("-" when no seed got to an evaluation)."""
+    return "-" if w["median_env_steps"] is None else f"{w['median_env_steps']:,.0f}"
+
+
 def section(r: dict) -> str:
     """The ladder as a table: per latency and variant, medians, ranges and the bound."""
     c, cfg = r["costs"], r["meta"]["config"]
@@ -162,7 +169,7 @@ def section(r: dict) -> str:
         lines.append(
             f"| {w['latency_ms']:g} | {w['variant']} | {w['reached']}/{w['seeds']} | "
             f"{w.get('not_run', 0)} | {seconds_text(w, 'median')} [{seconds_text(w, 'min')}-"
-            f"{seconds_text(w, 'max')}] | {bound} | {w['median_env_steps']:,.0f} | "
+            f"{seconds_text(w, 'max')}] | {bound} | {steps_text(w)} | "
             f"{cpu_text(w)} | {vs[0]} | {vs[1]} |")
     tail = ""
     if r.get("earlier_meta"):                     # rungs run at different times (--add-to)

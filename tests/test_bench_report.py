@@ -572,6 +572,33 @@ def test_the_ladder_floors_a_repeatable_reference_from_the_env_steps_it_took():
     assert list(scaling.VARIANTS) == ["dqn", "sb3", "vec-8", "apex-1", "apex-2", "apex-4"]
 
 
+def test_a_ladder_run_capped_before_its_first_evaluation_is_a_lower_bound(monkeypatch):
+    """Ape-X under load may not get one snapshot scored within the cap (`OutOfTime`): the
+    run counts as not reached in the cap's seconds, with no env steps and so no bound."""
+    from course_lib.apex import ApexConfig
+    from course_lib.results import OutOfTime
+
+    scaling = _bench_module("scaling")
+    summary = _bench_module("scaling_summary")
+
+    class Late:
+        config_class = ApexConfig
+
+        @staticmethod
+        def train(cfg, progress=None):
+            raise OutOfTime("the time budget ran out before the first evaluation")
+
+    monkeypatch.setitem(scaling.VARIANTS, "apex-9", scaling.Variant(Late, {"num_workers": 9}))
+    r = scaling.run_one("apex-9", 2.0, 0, {**scaling.FULL, "max_time_s": 45.0})
+    assert (r["reached"], r["env_steps"], r["seconds"], r["eval_return"]) == (
+        False, None, 45.0, None)
+    [row] = summary.summarise([{"latency_ms": 2.0, "variant": "apex-9", "seed": 0, **r}],
+                              {"act_ms": 0.1, "update_ms": 1.0, "updates_per_transition": 0.25},
+                              2)
+    assert row["bound_s"] is None and summary.steps_text(row) == "-"
+    assert summary.seconds_text(row, "median") == "≥45.0"
+
+
 def test_overhead_section_tables_the_cpu_per_update_by_role(tmp_path):
     overhead = _bench_module("overhead")
     cpu = lambda s: {1: ("ray::ApexLearnerActor", 10.0 + s), 2: ("ray::Explorer", 5.0 + s / 2),   # noqa: E731
