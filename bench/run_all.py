@@ -26,7 +26,7 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 |              | and learner rate, per rung; 16    | scaling.json), Ape-X run at it     |
 |              | nodes on paper                    |                                    |
 
-All of them take about 83 minutes on a quiet 2-core machine, the scaling ladder about 33 of
+All of them take about 87 minutes on a quiet 2-core machine, the scaling ladder about 33 of
 them (CONTRIBUTING.md, "A full refresh", has each one's time from its committed record).
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
 others still run. `--only NAME ...` runs those, and the report keeps the others' last JSON

@@ -22,9 +22,12 @@ from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-# this repository's own modules: the package, and the scripts that import each other by name
-LOCAL = {"course_lib", "bench", "scripts", "tests", "browser_support", "helper", "conftest"} | {
-    path.stem for folder in ("bench", "scripts", "tests") for path in (ROOT / folder).glob("*.py")}
+# this repository's own code: the package and the tools beside it (bench/, scripts/, claims/,
+# tests/: every top-level folder with Python files), and the scripts that import each other by
+# name (a script run as a file imports its siblings so)
+FOLDERS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.py")))
+LOCAL = {*FOLDERS, "helper"} | {path.stem for folder in FOLDERS
+                               for path in (ROOT / folder).glob("*.py")}
 
 
 def requirements() -> list[Requirement]:
@@ -45,7 +48,7 @@ def imported_modules() -> dict[str, str]:
     """Top-level module -> one file importing it, for every import (also inside functions) in
     the code and tests of the repository."""
     found = {}
-    for folder in ("course_lib", "scripts", "bench", "tests"):
+    for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Import):
