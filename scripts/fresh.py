@@ -73,6 +73,8 @@ class Output:
 
 #: a notebook's use of a benchmark result: `bench_results.load("apex")`
 LOADS_RESULT = re.compile(r"bench_results\.load\(\s*[\"'](\w+)[\"']")
+#: a notebook's use of data in notebooks/figures: its file name, `FIGURES / "profile.json"`
+NAMES_DATA = re.compile(r"[\"'](\w+\.json)[\"']")
 
 
 def code_cells(text: str) -> list[str]:
@@ -81,10 +83,14 @@ def code_cells(text: str) -> list[str]:
             for c in json.loads(text).get("cells", []) if c.get("cell_type") == "code"]
 
 
-def results_loaded(text: str) -> tuple[str, ...]:
-    """The bench/results/*.json files that a notebook's code cells load."""
+def results_loaded(text: str, root: Path = ROOT) -> tuple[str, ...]:
+    """The data files a notebook's code cells read: the bench/results/*.json they load, and
+    each JSON of notebooks/figures they name."""
     code = "\n".join(code_cells(text))
-    return tuple(sorted({f"bench/results/{name}.json" for name in LOADS_RESULT.findall(code)}))
+    found = {f"bench/results/{name}.json" for name in LOADS_RESULT.findall(code)}
+    found |= {f"notebooks/figures/{name}" for name in NAMES_DATA.findall(code)
+              if (root / "notebooks" / "figures" / name).is_file()}
+    return tuple(sorted(found))
 
 
 def strip_docstrings(tree: ast.AST) -> ast.AST:
@@ -258,7 +264,8 @@ def outputs(root: Path = ROOT) -> list[Output]:
         text = (root / path).read_text()
         meta = json.loads(text).get("metadata", {}).get("course", {})
         found.append(Output(path, recorded_commit(meta.get("commit")), NOTEBOOK_CODE, own=path,
-                            recorded=str(meta.get("commit") or ""), data=results_loaded(text),
+                            recorded=str(meta.get("commit") or ""),
+                            data=results_loaded(text, root),
                             seen=meta.get("data")))
     results = {}
     for path in sorted(p for p in tracked if p.startswith("bench/results/")

@@ -5,8 +5,8 @@
     python scripts/notebooks.py workshop [--dir workshop] [--refresh]   # make lab / refresh
 
 `execute` records the mode, date, duration, machine and the commit it ran (`course.commit`) in the
-notebook's metadata under "course", and a fingerprint of each benchmark result it prints
-(`course.data`: `make fresh` lists it when that result is re-measured since);
+notebook's metadata under "course", and a fingerprint of each data file it prints (a benchmark
+result, notebooks/figures data: `course.data`; `make fresh` lists it when that data changes);
 tests/test_notebooks.py checks that every committed notebook was run in full mode. It runs
 committed code only: it refuses when course_lib/, bench/ or the notebook has uncommitted
 changes, unless `--allow-dirty` (the commit is then recorded as `<commit>-dirty`, which
@@ -68,7 +68,7 @@ def execute(path: Path, timeout_s: int = 3600, allow_dirty: bool = False) -> flo
     from nbclient import NotebookClient
 
     commit = code_stamp(path, allow_dirty)
-    read = {name: fingerprint(ROOT / name) for name in results_loaded(path.read_text())}
+    read = {name: fingerprint(ROOT / name) for name in results_loaded(path.read_text(), ROOT)}
     os.environ["COURSE_QUICK"] = "0"
     os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt-nb-")
     nb = nbformat.read(path, as_version=4)

@@ -353,6 +353,9 @@ LONG_PARENT = "/tmp/" + "ray-tmpdir-long-enough-" + "x" * 2
 
 @pytest.fixture(scope="module")
 def two_nodes():
+    """Its own Ray, not the session's `ray_local`: two `ray start` nodes with token auth and a
+    job server, what notebook 08 and a job's command line need (`ray_local` is one node,
+    without them); one per module, shared by the tests below."""
     with cl.LocalCluster(num_workers=1, cpus_per_node=1, root=LONG_PARENT) as cluster:
         yield cluster
 

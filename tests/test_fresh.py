@@ -122,6 +122,10 @@ def test_data_a_notebook_reads_is_stale_when_the_code_its_command_ran_changed(re
     (figures / "dashboard.png").write_bytes(b"png")
     _commit(repo, "data")
     assert fresh.producer({"command": "python bench/speed.py"}) == "bench.speed"
+    reads = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        'profile = json.loads((FIGURES / "speed_profile.json").read_text())\n"other.json"')])
+    assert fresh.results_loaded(nbformat.writes(reads), repo) == (
+        "notebooks/figures/speed_profile.json",)           # a file there, not any JSON named
     status = _status(repo)
     assert status["notebooks/figures/speed_profile.json"] == "fresh"
     assert status["notebooks/figures/speed_profile.svg"] == "fresh"
