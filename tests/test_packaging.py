@@ -20,6 +20,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
+from scripts.fresh import imported
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # this repository's own code: the package and the tools beside it (bench/, scripts/, claims/,
@@ -51,13 +53,9 @@ def imported_modules() -> dict[str, str]:
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names = [node.module]
-                else:
+                if getattr(node, "level", 0):        # a relative import: this package's own
                     continue
-                for name in names:
+                for name in imported(node, ""):
                     found.setdefault(name.split(".")[0], str(path.relative_to(ROOT)))
     return found
 
