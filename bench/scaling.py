@@ -62,6 +62,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,12 +96,14 @@ QUICK = {"target_return": None, "max_env_steps": 2_000, "max_time_s": 60.0}
 @dataclass(frozen=True)
 class Variant:
     """One contender: our `trainer` with `changes` to its config's defaults, or Stable-Baselines3
-    (`trainer` None, `bench/sb3.py`). `repeatable`: it learns the same at every latency (the
-    floor rule, module docstring), each wait of the latency serving `steps_per_wait` env
-    steps."""
+    (`trainer` None, `bench/sb3.py`). `changes` may be a function of the latency in ms that
+    returns them, for a setting chosen at start-up (an explorer count from a model). Each run
+    records the explorers it had (`num_workers`), which the bound uses. `repeatable`: it
+    learns the same at every latency (the floor rule, module docstring), each wait of the
+    latency serving `steps_per_wait` env steps."""
 
     trainer: type | None
-    changes: dict = field(default_factory=dict)
+    changes: dict | Callable[[float], dict] = field(default_factory=dict)
     repeatable: bool = False
     steps_per_wait: int = 1
 
@@ -142,23 +145,26 @@ def run_one(name: str, latency_ms: float, seed: int, budget: dict) -> dict:
 
         r = sb3.run_once("CartPole-v1", seed, budget["target_return"] is None,
                          latency_ms=latency_ms, budget=budget)
-        cpu1, last = cpu_seconds_tree(), {"env_steps": r["env_steps"], "wall_s": r["time_s"],
-                                          "eval_return": r["eval_return"]}
-        reached = r["reached"]
-    else:
-        cfg = variant.trainer.config_class().updated(
-            {**budget, **variant.changes, "seed": seed, "env_latency_ms": latency_ms})
-        cpu_at_row: list[dict] = []
-        try:
-            result = variant.trainer.train(
-                cfg, progress=lambda row: cpu_at_row.append(cpu_seconds_tree()))
-        except OutOfTime:        # the cap came before its first evaluation: at least the cap
-            return {"reached": False, "env_steps": None, "seconds": cfg.max_time_s,
-                    "cpu_s": round(cpu_used(cpu0, cpu_seconds_tree()), 1), "eval_return": None}
-        cpu1, last, reached = cpu_at_row[-1], result.last, result.stopped_by == "eval_return"
-    return {"reached": reached, "env_steps": int(last["env_steps"]),
-            "seconds": round(float(last["wall_s"]), 1), "cpu_s": round(cpu_used(cpu0, cpu1), 1),
-            "eval_return": float(last["eval_return"])}
+        return {"reached": r["reached"], "env_steps": int(r["env_steps"]),
+                "seconds": r["time_s"], "cpu_s": round(cpu_used(cpu0, cpu_seconds_tree()), 1),
+                "eval_return": r["eval_return"], "explorers": None}
+    changes = variant.changes(latency_ms) if callable(variant.changes) else variant.changes
+    cfg = variant.trainer.config_class().updated(
+        {**budget, **changes, "seed": seed, "env_latency_ms": latency_ms})
+    explorers = getattr(cfg, "num_workers", None)      # None: one process
+    cpu_at_row: list[dict] = []
+    try:
+        result = variant.trainer.train(
+            cfg, progress=lambda row: cpu_at_row.append(cpu_seconds_tree()))
+    except OutOfTime:            # the cap came before its first evaluation: at least the cap
+        return {"reached": False, "env_steps": None, "seconds": cfg.max_time_s,
+                "cpu_s": round(cpu_used(cpu0, cpu_seconds_tree()), 1), "eval_return": None,
+                "explorers": explorers}
+    last = result.last
+    return {"reached": result.stopped_by == "eval_return", "env_steps": int(last["env_steps"]),
+            "seconds": round(float(last["wall_s"]), 1),
+            "cpu_s": round(cpu_used(cpu0, cpu_at_row[-1]), 1),
+            "eval_return": float(last["eval_return"]), "explorers": explorers}
 
 
 def budget_for(name: str, latency_ms: float, latencies, cap_s: float, quick: bool) -> dict:

@@ -25,6 +25,15 @@ def bound_s(variant: str, latency_ms: float, env_steps: float, costs: dict,
                                  * costs["updates_per_transition"], **layout) / 1_000
 
 
+def layout(variant: str, runs: list[dict]) -> str:
+    """The name `bound_s` reads: an Ape-X variant whose count was chosen at start-up
+    ("apex-auto") as "apex-N", N the explorers its runs had most often."""
+    if not variant.startswith("apex-") or explorers(variant):
+        return variant
+    counts = [r["explorers"] for r in runs if r.get("explorers")]
+    return f"apex-{max(set(counts), key=counts.count)}" if counts else variant
+
+
 def exact(value: float, runs: list[dict]) -> bool:
     """Whether an order statistic (median, min, max) of `runs`' seconds is exact: no run whose
     seconds are a lower bound sits at or below it (else the true value may be higher)."""
@@ -50,8 +59,8 @@ def summarise(runs: list[dict], costs: dict, cores: int) -> list[dict]:
                 for stat in ("median", "min", "max")}
         row["bound_s"] = (None if key[1] == "sb3"         # other code, other per-step costs
                           or row["median_env_steps"] is None  # no run got to an evaluation
-                          else round(bound_s(key[1], key[0], row["median_env_steps"], costs,
-                                             cores), 1))
+                          else round(bound_s(layout(key[1], mine), key[0],
+                                             row["median_env_steps"], costs, cores), 1))
         rows.append(row)
     for row in rows:
         for ref in ("dqn", "sb3"):

@@ -572,6 +572,39 @@ def test_the_ladder_floors_a_repeatable_reference_from_the_env_steps_it_took():
     assert list(scaling.VARIANTS) == ["dqn", "sb3", "vec-8", "apex-1", "apex-2", "apex-4"]
 
 
+def test_a_variant_whose_explorer_count_is_chosen_at_start_up_is_one_line(monkeypatch):
+    """`apex-auto`, say: its config changes come from a function of the latency; each run
+    records the explorers it had, and the bound reads them (as apex-N)."""
+    from types import SimpleNamespace
+
+    from course_lib.apex import ApexConfig
+
+    scaling = _bench_module("scaling")
+    summary = _bench_module("scaling_summary")
+    seen = []
+
+    class Chosen:
+        config_class = ApexConfig
+
+        @staticmethod
+        def train(cfg, progress=None):
+            seen.append(cfg)
+            row = {"env_steps": 20_000, "wall_s": 12.3, "eval_return": 480.0}
+            progress(row)
+            return SimpleNamespace(last=row, stopped_by="eval_return")
+
+    monkeypatch.setitem(scaling.VARIANTS, "apex-auto", scaling.Variant(
+        Chosen, lambda latency_ms: {"num_workers": 4 if latency_ms >= 2 else 1}))
+    r = scaling.run_one("apex-auto", 5.0, 0, {**scaling.FULL, "max_time_s": 45.0})
+    assert seen[0].num_workers == 4 and seen[0].env_latency_ms == 5.0
+    assert (r["reached"], r["env_steps"], r["seconds"], r["explorers"]) == (True, 20_000, 12.3, 4)
+    costs = {"act_ms": 0.2, "update_ms": 1.2, "updates_per_transition": 0.25,
+             "envs_per_explorer": 4}
+    [row] = summary.summarise([{"latency_ms": 5.0, "variant": "apex-auto", "seed": 0, **r}],
+                              costs, 2)
+    assert row["bound_s"] == round(summary.bound_s("apex-4", 5.0, 20_000, costs, 2), 1)
+
+
 def test_a_ladder_run_capped_before_its_first_evaluation_is_a_lower_bound(monkeypatch):
     """Ape-X under load may not get one snapshot scored within the cap (`OutOfTime`): the
     run counts as not reached in the cap's seconds, with no env steps and so no bound."""
