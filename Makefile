@@ -1,30 +1,55 @@
 # Distributed RL with Ray: every workshop command. `make help` lists them.
-# Everything runs in .venv, created on first use; re-installs when pyproject.toml changes.
+# Everything runs in .venv, created on first use; re-installs when pyproject.toml or the lock
+# changes. VENV=... puts it elsewhere (the conda route: VENV="$CONDA_PREFIX").
 
 PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 # Two installs: what attendees need (the notebooks; RLLIB=1 adds RLlib for notebook 07) and
 # everything (tests, decks, benchmarks). Each stamp is renewed when pyproject.toml or the lock
-# changes. Every install takes its versions from requirements/lock.txt (`make lock`), the
-# tested environment, as pip constraints.
+# changes. Every install is uv's, with requirements/lock.txt (`make lock`: one version of each
+# package for every supported platform, with hashes) as constraints, so every route gets the
+# same versions and every file is checked against its hash. uv itself is pinned and hashed in
+# requirements/uv.txt and installed into the venv first.
 comma := ,
 LAB_EXTRAS := attendee$(if $(RLLIB),$(comma)rllib,)
 LAB_STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(LAB_EXTRAS))
 STAMP      := $(VENV)/.installed-all
 LOCK       := requirements/lock.txt
-# Extra pip arguments, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu on a Linux laptop
-# without a GPU (the CPU build of torch is ~200 MB instead of several GB).
-TORCH_INDEX ?=
-PIP_ARGS := -c $(LOCK) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
-# Jupyter refuses to run as root unless told; containers often run as root.
-LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
+UV_LOCK    := requirements/uv.txt
+UV         := $(BIN)/uv
 
 # Offline install: make lab WHEELHOUSE=wheelhouse installs from that folder with no network.
 WHEELHOUSE ?=
-PIP_ARGS += $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
+FROM_WHEELHOUSE := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: help install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench fresh refresh clean lock
+# torch. TORCH=auto (the default): the CPU build on Linux without an NVIDIA GPU (no
+# nvidia-smi), ~200 MB instead of PyPI's CUDA build (~900 MB of torch and ~2.7 GB of CUDA
+# libraries); elsewhere PyPI's build (macOS: the only one; Linux with a GPU: CUDA).
+# TORCH=cpu or TORCH=pypi chooses. The CPU build comes from TORCH_INDEX (an index URL, or a
+# folder of wheels), installed first and alone; the lock's hashes are PyPI's files, so uv then
+# takes it as the lock's torch==2.13.0 (the CPU index serves each file's sha256 itself).
+TORCH       ?= auto
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+NO_GPU      := $(if $(filter Linux,$(shell uname -s)),$(if $(shell command -v nvidia-smi),,yes),)
+TORCH_BUILD := $(if $(filter auto,$(TORCH)),$(if $(NO_GPU),cpu,pypi),$(TORCH))
+TORCH_FROM  := $(if $(wildcard $(TORCH_INDEX)/.),--no-index --find-links $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+TORCH_PIN   := $$(grep -m1 '^torch==' $(LOCK) | cut -d' ' -f1)
+# The torch step (CPU build, or whatever build the wheelhouse holds), then the package.
+INSTALL_TORCH = $(if $(or $(WHEELHOUSE),$(filter cpu,$(TORCH_BUILD))),\
+	$(UV) pip install --python $(BIN)/python --compile-bytecode --no-deps --reinstall-package torch \
+	    $(or $(FROM_WHEELHOUSE),$(TORCH_FROM)) "$(TORCH_PIN)" || { echo "torch's CPU build \
+	    is not in $(or $(WHEELHOUSE),$(TORCH_INDEX)): give TORCH_INDEX=<an index or a folder \
+	    of wheels that has it> or TORCH=pypi (PyPI's CUDA build)"; exit 1; },@true)
+# --compile-bytecode: as pip does. Without the .pyc files, the first `ray.init` compiles Ray's
+# modules in its agents, slowly enough on 2 busy cores that the raylet gives up waiting.
+UV_INSTALL = $(UV) pip install --python $(BIN)/python --compile-bytecode -c $(LOCK) \
+	$(FROM_WHEELHOUSE)
+
+# Jupyter refuses to run as root unless told; containers often run as root.
+LAB_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: help install lab-install lab lab-setup test unit nbval lint notebooks student slides wheelhouse chromium bench fresh refresh clean lock
 
 help:
 	@echo "make lab        set up (first time) and open your workshop/ folder (RLLIB=1: with RLlib)"
@@ -36,29 +61,54 @@ help:
 	@echo "make slides     instructor decks: build/slides/*.html (offline) and *.pdf"
 	@echo "make wheelhouse every wheel the workshop needs in wheelhouse/ (USB stick install)"
 	@echo "make chromium   install Debian's chromium if missing (decks' PDFs, browser tests; may sudo)"
-	@echo "make lock       requirements/lock.txt from .venv (after the tests passed in it)"
+	@echo "make lock       requirements/lock.txt: uv's resolution for every platform (needs PyPI)"
 	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 	@echo "make fresh      list the notebooks, results and figures whose code changed since they ran"
 	@echo "make refresh    every benchmark, then every notebook in full mode (~90 min, quiet machine)"
 
-# Python 3.11, 3.12 or 3.13 (requires-python in pyproject.toml).
-PYTHON_OK := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else \
-	"Python 3.11, 3.12 or 3.13 is required: run make PYTHON=python3.12 ...")
+# Python 3.11.5 to 3.13 (requires-python in pyproject.toml). Outside it, one line says so and
+# gives the command that gets one: UV_PYTHON=3.12 makes the venv with uv, which uses a Python
+# 3.12 of this machine or downloads its own CPython 3.12 (uv from the PATH, else bootstrapped
+# from requirements/uv.txt into build/uv).
+PYTHON_OK := import sys; v = sys.version_info[:3]; sys.exit(0 if (3, 11, 5) <= v < (3, 14) else \
+	"Python %d.%d.%d (%s) is outside 3.11.5-3.13, which the workshop needs: run \
+	make $(or $(MAKECMDGOALS),lab) UV_PYTHON=3.12    (uv gets CPython 3.12 for .venv)" % (*v, sys.executable))
+UV_PYTHON ?=
+BOOT_UV   := $(or $(shell command -v uv),build/uv/bin/uv)
 
 $(BIN)/python:
+ifeq ($(UV_PYTHON),)
+	@command -v $(PYTHON) >/dev/null || { echo "no $(PYTHON) on the PATH: install uv \
+	(https://docs.astral.sh/uv/getting-started/installation/), then make $(or $(MAKECMDGOALS),lab) UV_PYTHON=3.12"; exit 1; }
 	@$(PYTHON) -c '$(PYTHON_OK)'
 	$(PYTHON) -m venv $(VENV)
+else
+	@test -x $(BOOT_UV) || { $(PYTHON) -m venv build/uv && \
+	  build/uv/bin/python -m pip install -q --require-hashes --no-deps -r $(UV_LOCK); }
+	$(BOOT_UV) venv --seed --python $(UV_PYTHON) $(VENV)
+	@$(BIN)/python -c '$(PYTHON_OK)'
+endif
 
-$(LAB_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[$(LAB_EXTRAS)]"
+# uv, pinned and hashed (requirements/uv.txt), inside the venv: every install below is its.
+$(UV): $(UV_LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install -q --require-hashes --no-deps $(FROM_WHEELHOUSE) -r $(UV_LOCK)
+	touch $(UV)
+
+$(LAB_STAMP): pyproject.toml $(LOCK) | $(UV)
+	$(INSTALL_TORCH)
+	$(UV_INSTALL) -e ".[$(LAB_EXTRAS)]"
 	touch $(LAB_STAMP)
 
-# test: every extra (attendee, rllib, instructor, bench) and the test tools
-$(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/python -m pip install $(PIP_ARGS) -e ".[test]"
+# test: every extra (attendee, rllib, instructor, bench, cluster) and the test tools
+$(STAMP): pyproject.toml $(LOCK) | $(UV)
+	$(INSTALL_TORCH)
+	$(UV_INSTALL) -e ".[test]"
 	touch $(STAMP) $(LAB_STAMP)
 
 install: $(STAMP)
+
+# The attendee's set into the venv and nothing else (no workshop/): CI's other Pythons.
+lab-install: $(LAB_STAMP)
 
 # workshop/ is the attendee edition (no solutions to run by accident), made on the first
 # `make lab` and never overwritten: your edits stay. notebooks/ is the instructor edition.
@@ -117,23 +167,32 @@ chromium:
 	  echo "no Chromium and no apt-get: install Chromium or Chrome (browser tests skip without it)"; \
 	fi
 
-# The lock: every package of the environment the tests passed in, at its exact version (run it
-# after `make test` passed with new pins). tests/test_lock.py checks it against pyproject.toml.
+# The lock: uv's universal resolution of pyproject.toml (every extra) for every supported
+# platform and Python, with hashes, then each platform resolved again with wheels only
+# (scripts/lock.py; needs PyPI). tests/test_lock.py checks it against pyproject.toml and the
+# environment the tests run in.
 lock: $(STAMP)
 	$(BIN)/python scripts/lock.py
 
 # Every wheel the attendee's set needs, RLlib included (an attendee may opt in offline), at the
-# lock's versions, the build backend, and the workshop itself, for
-# `make lab WHEELHOUSE=wheelhouse`. For the Python version it is built with: build one per
-# Python the attendees bring. Wheels are per platform: build it on the OS/CPU the attendees
-# use (torch: pass TORCH_INDEX=https://download.pytorch.org/whl/cpu for the CPU build).
+# lock's versions and hashes, uv, the build backend and the workshop itself, for
+# `make lab WHEELHOUSE=wheelhouse`. For this machine's OS, CPU and Python: build one per kind
+# of machine the attendees bring. torch: the build TORCH chooses (the CPU build on Linux
+# without a GPU, from TORCH_INDEX).
 WHEEL_EXTRAS ?= attendee,rllib
-wheelhouse: | $(BIN)/python
+wheelhouse: | $(UV)
 	mkdir -p wheelhouse
-	$(BIN)/python -m pip download $(PIP_ARGS) --dest wheelhouse ".[$(WHEEL_EXTRAS)]" \
-	    "setuptools>=68" wheel pip
-	$(BIN)/python -m pip wheel --no-deps --wheel-dir wheelhouse .
-	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"
+	echo "setuptools>=68" > wheelhouse/build.in
+	$(UV) pip compile --quiet pyproject.toml wheelhouse/build.in \
+	    $(foreach extra,$(subst $(comma), ,$(WHEEL_EXTRAS)),--extra $(extra)) \
+	    -c $(LOCK) --python $(BIN)/python --generate-hashes --no-header \
+	    $(if $(filter cpu,$(TORCH_BUILD)),--no-emit-package torch,) -o wheelhouse/requirements.txt
+	$(BIN)/python -m pip download -q --require-hashes --no-deps --dest wheelhouse \
+	    -r wheelhouse/requirements.txt -r $(UV_LOCK)
+	$(if $(filter cpu,$(TORCH_BUILD)),$(BIN)/python -m pip download -q --no-deps \
+	    --dest wheelhouse $(TORCH_FROM) "$(TORCH_PIN)",@true)
+	$(BIN)/python -m pip wheel -q --no-deps --wheel-dir wheelhouse .
+	@echo "wheelhouse/: $$(ls wheelhouse/*.whl | wc -l) wheels, $$(du -sh wheelhouse | cut -f1)"
 
 # Every benchmark against its reference, then bench/RESULTS.md and bench/figures/ (long: run it
 # on a quiet machine). QUICK=1 runs each benchmark's smoke version.

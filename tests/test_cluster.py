@@ -4,6 +4,7 @@ this machine (`ray start` head + worker, token auth) running jobs through the Jo
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -155,10 +156,15 @@ def test_nodes_install_from_the_lock():
     and the pins read through it are pyproject.toml's (the lock's test keeps those equal)."""
     config = _aws_config()
     assert config["file_mounts"][NODE_LOCK] == "./requirements/lock.txt"
-    installs = [c for c in config["setup_commands"] if "uv pip install" in c and "torch" in c
-                or "-e ~/workshop" in c]
-    assert len(installs) == 2 and all(f"-c {NODE_LOCK}" in c for c in installs)
-    assert "==" not in " ".join(config["setup_commands"])
+    installs = [c for c in config["setup_commands"] + config["head_setup_commands"]
+                if "uv pip install" in c]
+    assert len(installs) == 3
+    torch_step, *package_steps = installs
+    assert all(f"-c {NODE_LOCK}" in c for c in package_steps)
+    # the CPU build's step takes torch alone (--no-deps) at the lock's version, read from it
+    assert "--no-deps" in torch_step and NODE_LOCK in torch_step
+    commands = " ".join(config["setup_commands"] + config["head_setup_commands"])
+    assert not re.search(r"[\w\]]==\d", commands), "a version written into the YAML"
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = {Requirement(r).name.lower(): str(Requirement(r).specifier).removeprefix("==")
             for r in project["dependencies"]}
@@ -207,9 +213,31 @@ def _drifted(tmp_path: Path, lock_change=("", ""), yaml_change=("", "")) -> Path
 
 
 def test_ray_drift_in_the_lock_is_refused(tmp_path):
-    path = _drifted(tmp_path, lock_change=("\nray==2.60.0\n", "\nray==2.59.0\n"))
+    path = _drifted(tmp_path, lock_change=("\nray==2.60.0 ", "\nray==2.59.0 "))
     with pytest.raises(cl.ClusterConfigError, match=r"installs Ray 2\.59\.0 but Ray 2\.60\.0"):
         cl.check_versions(path)
+
+
+def test_the_version_check_compares_only_what_the_nodes_install(tmp_path):
+    """Issue 39: the check compares Ray, Python and the packages the nodes install (the
+    package's base requirements, and the head's boto3), not JupyterLab's babel, which the nodes
+    never install: a laptop with another babel than the lock's is no difference."""
+    path = _drifted(tmp_path, lock_change=("\nbabel==2.18.0 ", "\nbabel==0.0.1 "))
+    report = cl.check_versions(path)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = {Requirement(r).name.lower() for r in project["dependencies"]} - {"ray"}
+    assert set(report["packages"]) | {n.split("==")[0] for n in report["notes"]} >= base
+    assert set(cl.cluster_versions(_aws_config())["packages"]) == base | {"boto3", "botocore"}
+    assert "babel" not in report["packages"]
+
+
+def test_a_training_stack_difference_is_one_line_with_its_fix(tmp_path):
+    path = _drifted(tmp_path, lock_change=("\nnumpy==2.4.6 ", "\nnumpy==2.3.0 "))
+    with pytest.raises(cl.ClusterConfigError) as err:
+        cl.check_versions(path)
+    message = str(err.value)
+    assert "\n" not in message and "numpy 2.3.0 there, 2.4.6 here" in message
+    assert f"`uv pip install -c {tmp_path / 'lock.txt'} -e .`" in message
 
 
 def test_python_drift_is_refused(tmp_path):
@@ -234,7 +262,8 @@ def test_a_missing_lock_is_one_line_naming_it(tmp_path):
 
 def test_unpinned_ray_is_refused(tmp_path):
     config = _aws_config()
-    config["setup_commands"] = [c for c in config["setup_commands"] if NODE_LOCK not in c]
+    for key in ("setup_commands", "head_setup_commands"):
+        config[key] = [c for c in config[key] if NODE_LOCK not in c]
     with pytest.raises(cl.ClusterConfigError, match="does not pin Ray"):
         cl.check_versions(_write_yaml(tmp_path / "unpinned.yaml", config))
 

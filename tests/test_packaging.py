@@ -1,12 +1,14 @@
 """The install is declared once, in pyproject.toml: exact pins, every imported package among
-them, and environment.yml installing the project through pip rather than repeating the pins.
-The install routes (make, conda, offline, container) give the attendee the same set and open
-workshop/, and `make test` never asks for sudo. Links to Ray's documentation name the pinned
-Ray's release docs, never `latest` or `master`."""
+them, and environment.yml making only the Python (the Makefile installs). The install routes
+(make, conda, offline, container) give the attendee the same set from the lock, the CPU build
+of torch on Linux without a GPU, open workshop/, refuse an unsupported Python in one line that
+says how to get one, and `make test` never asks for sudo. Links to Ray's documentation name
+the pinned Ray's release docs, never `latest` or `master`."""
 
 import ast
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -97,14 +99,14 @@ def test_the_wheel_ships_course_lib_and_not_the_repositorys_tools(tmp_path):
 
 
 def test_environment_yml_has_no_pins_of_its_own():
-    """conda makes the Python; pip installs the project with its extras, pins and all."""
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    """conda makes the Python (and gives make); the Makefile installs the project, pins and
+    all, into the conda environment (`make lab VENV="$CONDA_PREFIX"`)."""
+    text = (ROOT / "environment.yml").read_text()
+    env = yaml.safe_load(text)
     conda = [d for d in env["dependencies"] if isinstance(d, str)]
-    [pip] = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
-    assert sorted(d.split(">")[0].split("=")[0].split("<")[0] for d in conda) == ["pip", "python"]
-    python = next(d for d in conda if d.startswith("python"))
-    assert python.removeprefix("python") == PROJECT["requires-python"].replace(" ", "")
-    assert pip[0] == "-c requirements/lock.txt" and pip[1:] == [p for p in pip if "-e .[" in p]
+    assert sorted(d.split("=")[0] for d in conda) == ["make", "pip", "python"]
+    assert not [d for d in env["dependencies"] if isinstance(d, dict)]      # no pip section
+    assert 'make lab VENV="$CONDA_PREFIX"' in text
 
 
 def test_ray_starts_without_the_slow_jsonschema_import():
@@ -147,20 +149,34 @@ def test_setup_check_checks_the_attendees_set(monkeypatch):
 
 # --- install routes ---------------------------------------------------------------------------
 
-def make_dry_run(tmp_path: Path, target: str, **variables: str) -> str:
+def make_dry_run(tmp_path: Path, target: str, env: dict | None = None, **variables: str) -> str:
     """The commands `make target` would run in a fresh clone (`make -n`: nothing runs)."""
     if shutil.which("make") is None:
         pytest.skip("no make on the PATH")
-    for name in ("Makefile", "pyproject.toml", "requirements/lock.txt"):
+    for name in ("Makefile", "pyproject.toml", "requirements/lock.txt", "requirements/uv.txt"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     cmd = ["make", "-n", "-C", str(tmp_path), target, *(f"{k}={v}" for k, v in variables.items())]
-    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
+
+
+def no_gpu_env(tmp_path: Path, gpu: bool = False) -> dict[str, str]:
+    """The environment of a machine with (a stand-in nvidia-smi on the PATH) or without an
+    NVIDIA GPU (no nvidia-smi)."""
+    bin_dir = tmp_path / "gpu-bin"
+    bin_dir.mkdir(exist_ok=True)
+    path = [p for p in os.environ["PATH"].split(os.pathsep)
+            if not (Path(p) / "nvidia-smi").exists()]
+    if gpu:
+        (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / "nvidia-smi").chmod(0o755)
+        path.insert(0, str(bin_dir))
+    return {**os.environ, "PATH": os.pathsep.join(path)}
 
 
 def installed_extras(commands: str) -> list[str]:
     """The extras of each `pip install ... -e ".[...]"` among `commands`."""
-    return re.findall(r"pip install .*-e \"?\.\[([^\]]*)\]", commands)
+    return re.findall(r"pip install .*-e \"?\.\[([^\]]*)\]", commands.replace("\\\n", " "))
 
 
 @pytest.mark.parametrize("target", ["test", "unit", "nbval", "lint", "install", "lab", "slides",
@@ -174,12 +190,71 @@ def test_make_targets_never_call_sudo(tmp_path, target):
 
 @pytest.mark.parametrize("target, variables", [
     ("lab", {}), ("lab", {"RLLIB": "1"}), ("test", {}), ("wheelhouse", {}),
-    ("lab", {"WHEELHOUSE": "wheelhouse"})])
+    ("lab", {"WHEELHOUSE": "wheelhouse"}), ("lab", {"TORCH": "pypi"})])
 def test_every_make_install_takes_the_locks_versions(tmp_path, target, variables):
-    """pip install and pip download of every route get the lock as constraints."""
+    """Every install and download of every route is one of: uv with the lock as constraints
+    (its versions and hashes), pip with --require-hashes from a hashed file (uv itself; the
+    wheelhouse's list, compiled against the lock), or the torch step: torch alone, at the
+    lock's version read from the lock."""
     commands = make_dry_run(tmp_path, target, **variables).replace("\\\n", " ").splitlines()
-    pips = [c for c in commands if re.search(r"pip (install|download) ", c)]
-    assert pips and all("-c requirements/lock.txt" in c for c in pips), pips
+    installs = [c for c in commands if re.search(r"pip (install|download|compile) ", c)]
+    assert installs
+    for command in installs:
+        locked = "-c requirements/lock.txt" in command
+        hashed = "--require-hashes" in command and re.search(r"-r \S+\.txt", command)
+        torch = "--no-deps" in command and "grep -m1 '^torch==' requirements/lock.txt" in command
+        assert locked or hashed or torch, command
+        assert not re.search(r"[\w\]]==\d", command), f"a version in the Makefile: {command}"
+
+
+def test_cpu_torch_by_default_on_linux_without_a_gpu(tmp_path):
+    """Issue 39: a Linux laptop without an NVIDIA GPU gets the CPU build of torch (~200 MB)
+    from `make lab`, `make test` and the wheelhouse; with nvidia-smi, PyPI's CUDA build
+    through the lock (its hashes); TORCH=cpu|pypi chooses."""
+    if sys.platform != "linux":
+        pytest.skip("the CPU build is Linux's choice; macOS has one build")
+    cpu = "--index-url https://download.pytorch.org/whl/cpu"
+    for target in ("lab-setup", "install"):
+        assert cpu in make_dry_run(tmp_path, target, env=no_gpu_env(tmp_path))
+        assert cpu not in make_dry_run(tmp_path, target, env=no_gpu_env(tmp_path, gpu=True))
+        assert cpu in make_dry_run(tmp_path, target, env=no_gpu_env(tmp_path, gpu=True),
+                                   TORCH="cpu")
+        assert cpu not in make_dry_run(tmp_path, target, env=no_gpu_env(tmp_path), TORCH="pypi")
+    wheelhouse = make_dry_run(tmp_path, "wheelhouse", env=no_gpu_env(tmp_path))
+    assert "--no-emit-package torch" in wheelhouse and cpu in wheelhouse
+    # a folder of wheels stands in for the index (offline, or a mirror)
+    assert f"--no-index --find-links {tmp_path}" in make_dry_run(
+        tmp_path, "lab-setup", env=no_gpu_env(tmp_path), TORCH_INDEX=str(tmp_path))
+
+
+def unsupported_python() -> str | None:
+    """An interpreter outside 3.11.5-3.13 on this machine (Debian 12's 3.11.2, 3.10, 3.14)."""
+    for name in ("/usr/bin/python3", "python3.10", "python3.14", "python3.9"):
+        path = shutil.which(name)
+        if path is None:
+            continue
+        done = subprocess.run([path, "-c", "import sys; print(sys.version_info[:3] >= "
+                               "(3, 11, 5) and sys.version_info[:2] <= (3, 13))"],
+                              capture_output=True, text=True)
+        if done.returncode == 0 and done.stdout.strip() == "False":
+            return path
+    return None
+
+
+def test_an_unsupported_python_is_one_line_with_the_command_that_gets_one(tmp_path):
+    """Issue 39: `make lab` with a Python outside 3.11.5-3.13 stops before creating anything,
+    in one line naming the Python and the command that gets a supported one (uv)."""
+    python = unsupported_python()
+    if python is None:
+        pytest.skip("no Python outside 3.11.5-3.13 on this machine to try")
+    make_dry_run(tmp_path, "help")                      # copies the Makefile and the lock
+    done = subprocess.run(["make", "-C", str(tmp_path), "lab", f"PYTHON={python}"],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and not (tmp_path / ".venv").exists()
+    [line] = [line for line in done.stderr.splitlines() if not line.startswith("make")]
+    assert "is outside 3.11.5-3.13" in line and "make lab UV_PYTHON=3.12" in line
+    # and that command makes the venv with uv, which fetches CPython 3.12 when need be
+    assert "venv --seed --python 3.12 .venv" in make_dry_run(tmp_path, "lab", UV_PYTHON="3.12")
 
 
 def test_rllib_is_the_attendees_choice(tmp_path):
@@ -190,7 +265,7 @@ def test_rllib_is_the_attendees_choice(tmp_path):
     extras = PROJECT["optional-dependencies"]
     assert not any(r.startswith(("pandas", "pyarrow", "scipy")) for r in extras["attendee"])
     assert "course-lib[attendee,rllib]" in extras["instructor"]
-    assert any(r.startswith("course-lib[instructor,bench]") for r in extras["test"])
+    assert any(r.startswith("course-lib[instructor,bench,cluster]") for r in extras["test"])
 
 
 def test_ci_installs_chromium_before_the_tests():
@@ -199,16 +274,22 @@ def test_ci_installs_chromium_before_the_tests():
 
 
 def test_conda_and_offline_routes_give_the_attendees_set_and_workshop(tmp_path):
-    """environment.yml installs what `make lab` installs (no test tools) and says to open
-    workshop/, the attendee edition; the README's offline and conda steps do the same."""
+    """The conda route is `make lab` into the conda environment (what `make lab` installs, no
+    test tools) and opens workshop/, the attendee edition; the README's offline and conda steps
+    do the same."""
     [lab_extras] = installed_extras(make_dry_run(tmp_path, "lab"))
     assert "test" not in lab_extras.split(",")
+    prefix = tmp_path / "conda-env"                  # an environment conda made: its Python
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python").symlink_to(sys.executable)
+    conda = make_dry_run(tmp_path, "lab", VENV=str(prefix))
+    assert installed_extras(conda) == [lab_extras] and "-m venv" not in conda
+    assert re.search(rf"{prefix}/bin/jupyter lab .*workshop/$", conda, re.MULTILINE)
     env_text = (ROOT / "environment.yml").read_text()
-    [pip] = [d["pip"] for d in yaml.safe_load(env_text)["dependencies"] if isinstance(d, dict)]
-    assert pip == ["-c requirements/lock.txt", f"-e .[{lab_extras}]"]
     readme = (ROOT / "README.md").read_text()
     for name, text in (("environment.yml", env_text), ("README.md", readme)):
-        assert "jupyter lab workshop/" in text and "jupyter lab notebooks/" not in text, name
+        assert 'make lab VENV="$CONDA_PREFIX"' in text, name
+        assert "jupyter lab notebooks/" not in text, name
     offline = readme[readme.index("### Offline install"):readme.index("### With conda")]
     assert installed_extras(offline) == [lab_extras]
     assert "make lab WHEELHOUSE=wheelhouse" in offline
@@ -221,9 +302,9 @@ def test_devcontainer_runs_the_attendees_lab_on_two_cores(tmp_path):
     assert spec["hostRequirements"]["cpus"] == 2
     # set up once with the attendee's set (CPU torch), then JupyterLab on workshop/ per attach
     setup = make_dry_run(tmp_path, spec["postCreateCommand"].removeprefix("make "),
-                         **spec["containerEnv"])
+                         env=no_gpu_env(tmp_path, gpu=True), **spec["containerEnv"])
     assert installed_extras(setup) == installed_extras(make_dry_run(tmp_path, "lab-setup"))
-    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in setup
+    assert "--index-url https://download.pytorch.org/whl/cpu" in setup     # even with a GPU
     assert "scripts/notebooks.py workshop --dir workshop" in setup
     lab = make_dry_run(tmp_path, spec["postAttachCommand"].removeprefix("make "))
     assert re.search(r"jupyter lab .*workshop/$", lab, re.MULTILINE)
@@ -231,7 +312,7 @@ def test_devcontainer_runs_the_attendees_lab_on_two_cores(tmp_path):
     # the image's Python is one that requires-python accepts
     [base] = re.findall(r"^FROM python:(\d+\.\d+)\S*$",
                         (folder / spec["build"]["dockerfile"]).read_text(), re.MULTILINE)
-    assert f"{base}.0" in SpecifierSet(PROJECT["requires-python"])
+    assert f"{base}.99" in SpecifierSet(PROJECT["requires-python"])       # its latest patch
 
 
 RAY_DOCS = re.compile(r"https?://docs\.ray\.io/en/([\w.-]+)/")

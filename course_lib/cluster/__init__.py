@@ -3,13 +3,15 @@ locally, send work to any cluster through Ray Jobs, and the AWS steps of the run
 
 | module      | what it holds                                                             |
 | ----------- | ------------------------------------------------------------------------- |
-| `checks`    | cluster YAML checks, offline: Ray's own launcher validator, versions,     |
-|             | costly or insecure settings, what `ray up` would miss on this laptop       |
+| `checks`    | cluster YAML checks, offline: Ray's own launcher validator, costly or     |
+|             | insecure settings, what `ray up` would miss on this laptop                |
+| `versions`  | Ray, Python and the packages the nodes install, against this laptop's     |
 | `local`     | `LocalCluster`: a head and N worker nodes on this machine (`ray start`)   |
 | `jobs`      | `Jobs`: submit, follow and wait for Ray jobs on any cluster, every wait   |
 |             | bounded                                                                   |
 | `aws`       | the AWS steps (`ray up`, the tunnel, submit, fetch, `ray down`), run only |
 |             | when a cluster is named                                                   |
+| `lockfile`  | requirements/lock.txt read as data: the versions a given machine installs |
 | `common`    | the errors they raise                                                     |
 
 Everything a notebook or script needs is importable from here: `from course_lib import
@@ -25,8 +27,6 @@ from course_lib.cluster.aws import (
 )
 from course_lib.cluster.checks import (
     LEGACY_KEYS,
-    check_versions,
-    cluster_versions,
     load_cluster_yaml,
     preflight,
     safety_problems,
@@ -45,6 +45,7 @@ from course_lib.cluster.jobs import (
     auth_headers,
 )
 from course_lib.cluster.local import LocalCluster, free_port, kill_marked
+from course_lib.cluster.versions import check_versions, cluster_versions
 
 __all__ = [
     "AWS_CLUSTER_VAR", "DEFAULT_JOBS_ADDRESS", "LEGACY_KEYS", "WORKING_DIR_EXCLUDES",

@@ -5,13 +5,13 @@
 | `load_cluster_yaml(path)`      | the file is YAML and a mapping (else one line naming the line) |
 | `validate_cluster_yaml(path)`  | the installed Ray's own launcher validator (`prepare_config` + |
 |                                | `validate_config`, what `ray up` runs first), pre-2.0 keys     |
-| `check_versions(path)`         | the Ray, Python and package pins the nodes install vs. here    |
 | `safety_problems(path)`        | stopped nodes kept, no ImageId, ports open to the internet,    |
 |                                | no token authentication                                        |
 | `preflight(path)`              | what `ray up` would miss on this laptop (file mounts, boto3)   |
 
-The launcher helpers are private Ray APIs (`ray.autoscaler._private.util`): this module is
-written against the pinned Ray 2.60.0.
+The version check (`check_versions`: Ray, Python and the packages the nodes install, against
+this laptop's) is in versions.py. The launcher helpers are private Ray APIs
+(`ray.autoscaler._private.util`): this module is written against the pinned Ray 2.60.0.
 """
 
 from __future__ import annotations
@@ -23,16 +23,12 @@ import io
 import logging
 import os
 import re
-import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
-from packaging.specifiers import SpecifierSet
 
 from course_lib.cluster.common import ClusterConfigError, loggers_at
 from course_lib.errors import first_line
-from course_lib.workspace import REPO
 
 # Keys of the 0.8-1.x launcher schema, and what replaced them.
 LEGACY_KEYS = {
@@ -132,139 +128,15 @@ def _explain_config_error(err: Exception) -> str:
     return f"{where}: {err.message} (schema rule: {err.validator})"
 
 
-# -- versions ----------------------------------------------------------------------------------
+# -- shared with versions.py ------------------------------------------------------------------
 
-_PIN = re.compile(r"(?<![\w.-])([A-Za-z][\w.-]*)(?:\[[^\]]*\])?==([0-9][\w.+!-]*)")
-_PYTHON = [re.compile(p) for p in (
-    r"--python[ =](3\.\d+(?:\.\d+)?)\b",            # uv venv --python 3.11.14
-    r"uv python install (3\.\d+(?:\.\d+)?)\b",
-    r"\bpython=(3\.\d+(?:\.\d+)?)\b",               # conda create python=3.11
-    r"\bpython(3\.\d+)\s+-m\s+venv\b",              # python3.11 -m venv
-)]
-_DOCKER_IMAGE = re.compile(r"rayproject/ray(-ml)?:(\d+\.\d+\.\d+)(?:-py(\d)(\d+))?")
-
-
-def _all_commands(config: dict) -> list[str]:
-    keys = ("initialization_commands", "setup_commands", "head_setup_commands",
-            "worker_setup_commands", "head_start_ray_commands", "worker_start_ray_commands")
-    commands = [cmd for key in keys for cmd in (config.get(key) or [])]
-    for node_type in (config.get("available_node_types") or {}).values():
-        for key in ("initialization_commands", "worker_setup_commands"):
-            commands += node_type.get(key) or []
-    return [str(cmd) for cmd in commands]
-
-
-def _docker_images(config: dict) -> list[str]:
+def docker_images(config: dict) -> list[str]:
+    """The docker images a cluster config names (none for cluster/aws.yaml)."""
     docker = config.get("docker") or {}
     images = [docker.get(key) for key in ("image", "head_image", "worker_image")]
     for node_type in (config.get("available_node_types") or {}).values():
         images.append((node_type.get("docker") or {}).get("worker_image"))
     return [image for image in images if image]
-
-
-_CONSTRAINT = re.compile(r"(?:\s-c|--constraint)[ =](\S+)")
-
-
-def _constraint_pins(config: dict, text: str, cwd: Path) -> str:
-    """The text of the constraint files (`pip install -c FILE`) the setup commands name, read
-    from the laptop's copy that file_mounts ships (resolved from `cwd`, as `ray up` does)."""
-    mounts = {str(remote).rstrip("/"): str(local)
-              for remote, local in (config.get("file_mounts") or {}).items()}
-    found = []
-    for remote in _CONSTRAINT.findall(text):
-        local = mounts.get(remote.rstrip("/"))
-        if local is None:
-            continue                        # a file on the node itself: nothing to read here
-        source = Path(local).expanduser()
-        source = source if source.is_absolute() else cwd / source
-        try:
-            found.append(source.read_text())
-        except OSError:
-            raise ClusterConfigError(f"the nodes install with -c {remote}, mounted from {local}, "
-                                     "which does not exist here: run from the repository "
-                                     "root") from None
-    return "\n".join(found)
-
-
-def cluster_versions(config: dict, cwd: str | os.PathLike | None = None) -> dict[str, Any]:
-    """What a cluster config installs: {'ray': ..., 'python': ..., 'packages': {name: version}}
-    read from its setup commands (`pkg==X`, `--python X`), the constraint files they install
-    with (`-c FILE` shipped by file_mounts, e.g. requirements/lock.txt, read from `cwd`), and
-    docker image tags. A pin written in a command wins over the file's. `cwd` defaults to this
-    repository's root, where the runbook runs `ray up`."""
-    text = "\n".join(_all_commands(config))
-    pins = _constraint_pins(config, text, Path(cwd or REPO)) + "\n" + text
-    packages: dict[str, str] = {}
-    for name, version in _PIN.findall(pins):
-        packages[name.lower().replace("_", "-")] = version
-    python = next((m.group(1) for p in _PYTHON for m in [p.search(text)] if m), None)
-    ray_version = packages.pop("ray", None)
-    for image in _docker_images(config):
-        match = _DOCKER_IMAGE.search(image)
-        if match:
-            ray_version = ray_version or match.group(2)
-            if match.group(3) and not python:
-                python = f"{match.group(3)}.{match.group(4)}"
-    return {"ray": ray_version, "python": python, "packages": packages}
-
-
-def _base_version(version: str) -> str:
-    return version.split("+", 1)[0]
-
-
-def check_versions(path: str | os.PathLike,
-                   cwd: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Compare the Ray, Python and pinned package versions a cluster YAML installs with the
-    ones installed here. Returns {'ray': {'cluster', 'local'}, 'python': {...},
-    'packages': {name: {...}}, 'notes': [...]}; raises ClusterConfigError on a mismatch.
-
-    Ray must match exactly, and the nodes' Python must be one this workshop supports (its
-    `requires-python`: the nodes install the package). A Python that differs from this laptop's
-    is only a note: Ray Jobs and `ray up` run the driver on the cluster and never mix the two
-    interpreters; only Ray Client (`ray://`) would refuse to connect.
-    """
-    config = load_cluster_yaml(path)
-    found = cluster_versions(config, cwd)
-    local_python = ".".join(map(str, sys.version_info[:3]))
-    report: dict[str, Any] = {
-        "ray": {"cluster": found["ray"], "local": importlib.metadata.version("ray")},
-        "python": {"cluster": found["python"], "local": local_python},
-        "packages": {}, "notes": [],
-    }
-    problems = []
-    if found["ray"] is None:
-        problems.append("it does not pin Ray: add `pip install \"ray[default]=="
-                        f"{report['ray']['local']}\"` to setup_commands (without it the "
-                        "launcher installs a Ray nightly)")
-    elif found["ray"] != report["ray"]["local"]:
-        problems.append(f"it installs Ray {found['ray']} but Ray {report['ray']['local']} is "
-                        "installed here; make them equal (pip install "
-                        f"\"ray[default]=={found['ray']}\" here, or change the YAML)")
-    if found["python"] is None:
-        problems.append("it does not say which Python the nodes run: pin it (for example "
-                        f"`uv venv --python {local_python}`)")
-    else:
-        supported = SpecifierSet(importlib.metadata.metadata("course-lib")["Requires-Python"])
-        if not supported.contains(found["python"] + ".0" * (2 - found["python"].count("."))):
-            problems.append(f"its nodes run Python {found['python']}, which the workshop does "
-                            f"not support (requires-python {supported}): install one of those")
-        elif found["python"] != local_python[:len(found["python"])]:
-            report["notes"].append(
-                f"Python differs (cluster {found['python']}, here {local_python}): fine for "
-                "`ray up` and Ray Jobs; Ray Client (ray://) would refuse to connect")
-    for name, version in found["packages"].items():
-        try:
-            local = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            report["notes"].append(f"{name}=={version} is pinned for the cluster but not "
-                                   "installed here")
-            continue
-        report["packages"][name] = {"cluster": version, "local": local}
-        if _base_version(local) != _base_version(version):
-            problems.append(f"it pins {name}=={version} but {name} {local} is installed here")
-    if problems:
-        raise ClusterConfigError(f"{path}: " + "; ".join(problems) + ".")
-    return report
 
 
 # -- safety -----------------------------------------------------------------------------------
@@ -287,7 +159,7 @@ def safety_problems(config_or_path: dict | str | os.PathLike) -> list[str]:
     if "setup_commands" not in config:
         problems.append("no setup_commands: the launcher's default installs a Ray nightly "
                         "wheel, not the pinned Ray")
-    for image in _docker_images(config):
+    for image in docker_images(config):
         if "ray-ml" in image:
             problems.append(f"docker image {image}: rayproject/ray-ml is deprecated (frozen at "
                             "Ray 2.30); use rayproject/ray:<version>-py311-cpu")
@@ -332,6 +204,7 @@ def preflight(path: str | os.PathLike, cwd: str | os.PathLike | None = None) -> 
         try:
             importlib.metadata.version("boto3")
         except importlib.metadata.PackageNotFoundError:
-            problems.append("boto3 is not installed: `pip install boto3` (the launcher's AWS "
-                            "client)")
+            problems.append("boto3 is not installed: `uv pip install -c requirements/lock.txt "
+                            "-e \".[cluster]\"` (the launcher's AWS client, at the lock's "
+                            "version)")
     return problems
