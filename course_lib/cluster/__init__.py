@@ -11,6 +11,8 @@ locally, send work to any cluster through Ray Jobs, and the AWS steps of the run
 |             | bounded                                                                   |
 | `aws`       | the AWS steps (`ray up`, the tunnel, submit, fetch, `ray down`), run only |
 |             | when a cluster is named                                                   |
+| `ssh`       | the cluster's security group made before `ray up`: SSH from this machine  |
+|             | only (`python -m course_lib.cluster up` runs it, then `ray up`)           |
 | `lockfile`  | requirements/lock.txt read as data: the versions a given machine installs |
 | `common`    | the errors they raise                                                     |
 
@@ -45,12 +47,14 @@ from course_lib.cluster.jobs import (
     auth_headers,
 )
 from course_lib.cluster.local import LocalCluster, free_port, kill_marked
+from course_lib.cluster.ssh import SSH_FROM_VAR, narrow_ssh, ssh_ranges
 from course_lib.cluster.versions import check_versions, cluster_versions
 
 __all__ = [
     "AWS_CLUSTER_VAR", "DEFAULT_JOBS_ADDRESS", "LEGACY_KEYS", "WORKING_DIR_EXCLUDES",
     "ClusterConfigError", "ClusterError", "JobFailedError", "JobTimeoutError", "Jobs",
-    "LocalCluster", "auth_headers", "aws_cluster_name", "aws_command", "check_versions",
-    "cluster_versions", "free_port", "kill_marked", "load_cluster_yaml", "open_tunnel",
-    "preflight", "run_or_show", "safety_problems", "validate_cluster_yaml",
+    "LocalCluster", "SSH_FROM_VAR", "auth_headers", "aws_cluster_name", "aws_command",
+    "check_versions", "cluster_versions", "free_port", "kill_marked", "load_cluster_yaml",
+    "narrow_ssh", "open_tunnel", "preflight", "run_or_show", "safety_problems", "ssh_ranges",
+    "validate_cluster_yaml",
 ]

@@ -4,7 +4,7 @@ Without COURSE_AWS_CLUSTER every step only prints its command, so notebook 08 do
 runbook for a terminal and never touches AWS by accident:
 
     name = aws_cluster_name()                              # None unless the variable is set
-    run_or_show(aws_command("up", name), name)             # `ray up cluster/aws.yaml ...`
+    run_or_show(aws_command("up", name), name)             # SSH narrowed, `ray up ...`
     tunnel = open_tunnel(name)                             # `ray dashboard`: 127.0.0.1:8265
     run_or_show(aws_command("down", name), name)           # `ray down`, then the checklist
 """
@@ -16,6 +16,7 @@ import re
 import shlex
 import subprocess
 import time
+from pathlib import Path
 
 from course_lib.cluster.common import ClusterError
 from course_lib.cluster.jobs import DEFAULT_JOBS_ADDRESS, check_jobs_address
@@ -63,11 +64,18 @@ def aws_command(step: str, cluster_name: str | None, yaml_path: str = "cluster/a
 def run_or_show(command: list[str], cluster_name: str | None, timeout_s: float = 3600,
                 cwd: str | os.PathLike | None = None) -> int | None:
     """Show `command`; run it as well when a cluster is named. Returns its exit status (None
-    when only shown). Output goes to this process's stdout as it comes."""
+    when only shown). Output goes to this process's stdout as it comes.
+
+    Before a `ray up` it runs, it narrows SSH to this machine's address (`ssh.narrow_ssh`, as
+    `python -m course_lib.cluster up` does; COURSE_SSH_FROM widens it)."""
     print("$ " + shlex.join(command))
     if cluster_name is None:
         print(f"  (not run: set {AWS_CLUSTER_VAR}=<name> before starting Jupyter to run it)")
         return None
+    if command[:2] == ["ray", "up"]:
+        from course_lib.cluster.ssh import narrow_ssh
+
+        print(narrow_ssh(Path(cwd or ".") / command[2], cluster_name=cluster_name))
     env = {**os.environ, "RAY_AUTH_MODE": "token"}   # the ray CLI then sends ~/.ray/auth_token
     try:
         done = subprocess.run(command, cwd=cwd, env=env, timeout=timeout_s, text=True,
