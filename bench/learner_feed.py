@@ -12,7 +12,7 @@ those, without touching the replay ratio:
 | -------------------- | -------------------------------------------------------------------- |
 | default              | the CLI's config                                                     |
 | pin_learner          | the learner alone on the last core, every worker on the others       |
-|                      | (Linux, one machine: `course_lib.placement`)                         |
+|                      | (Linux, one machine: `distributed.run_actors.check_pinning`)         |
 | publish_every 100    | weights published every 100 updates instead of 25: less for the      |
 |                      | learner to send, staler weights for the explorers                    |
 | both                 | the two together                                                     |

@@ -40,7 +40,7 @@ import ray
 from bench.benchlib import private_ray_tmp
 from bench.pyspy import Part, read_stacks, shares
 from course_lib.apex import ApexConfig, ApexTrainer
-from course_lib.placement import check_pinning
+from course_lib.distributed.run_actors import check_pinning
 
 #: the learner's training thread in parts, the first that holds a stack wins (`pyspy.shares`)
 PARTS = (Part("update (torch)", (r"DQNLearner\.update|timed \(",)),   # timed: time_updates
@@ -147,7 +147,7 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     trainer = ApexTrainer(cfg)
     # the process, and the thread that runs `train` (`__ray_call__` runs on the same one)
-    pid, tid = ray.get(trainer.learner.__ray_call__.remote(
+    pid, tid = ray.get(trainer.learner_actor.__ray_call__.remote(
         lambda self: (os.getpid(), threading.get_native_id())))
     out: dict = {"explorers": cfg.num_workers}
     # beside this Python first: a venv's scripts are not on the PATH unless it is activated
@@ -167,13 +167,13 @@ def profile_learner(cfg: ApexConfig, warmup_s: float, seconds: float, spy: bool 
             processes = cpu_seconds()
         except OSError:                            # not Linux
             cpu0 = wait0 = None
-        ray.get(trainer.learner.__ray_call__.remote(time_updates))
+        ray.get(trainer.learner_actor.__ray_call__.remote(time_updates))
         t0, updates0 = time.perf_counter(), trainer.counters.learner_updates
         while time.perf_counter() - t0 < seconds:
             trainer.step()
         wall = time.perf_counter() - t0
         out["updates_s"] = round((trainer.counters.learner_updates - updates0) / wall, 1)
-        timed = ray.get(trainer.learner.__ray_call__.remote(update_times))
+        timed = ray.get(trainer.learner_actor.__ray_call__.remote(update_times))
         if timed["calls"]:
             out["one_update_ms"] = {"wall": round(timed["wall_s"] / timed["calls"] * 1e3, 3),
                                     "cpu": round(timed["cpu_s"] / timed["calls"] * 1e3, 3)}

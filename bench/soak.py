@@ -62,7 +62,7 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.trainer, self.every_s, self.stall_s = trainer, every_s, stall_s
         self.procs = {"driver_rss_mb": psutil.Process(),
-                      "learner_rss_mb": psutil.Process(actor_pid(trainer.learner))}
+                      "learner_rss_mb": psutil.Process(actor_pid(trainer.learner_actor))}
         self.samples: list[dict] = []
         self.stalled_at: float | None = None
         self.done = threading.Event()

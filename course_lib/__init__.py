@@ -7,7 +7,8 @@ One small module per idea; the notebooks narrate them in order. Three layers: th
 """
 
 from course_lib.config import Config, mode_name, quick_mode
-from course_lib.ray_setup import RayStartError, init_ray
+from course_lib.errors import RayStartError
+from course_lib.ray_tools import init_ray
 
 __all__ = ["Config", "RayStartError", "init_ray", "mode_name", "quick_mode"]
 __version__ = "0.1.0"

@@ -29,6 +29,8 @@ shared driver's (see `course_lib.distributed` and `course_lib.trainer`).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
@@ -36,7 +38,15 @@ from typing import Any, ClassVar
 import numpy as np
 import ray
 
-from course_lib.distributed import DistributedConfig, DistributedTrainer
+from course_lib.algorithms import AlgoSpec
+from course_lib.distributed import (
+    DistributedConfig,
+    DistributedTrainer,
+    LearnerActor,
+    Slots,
+    Worker,
+    remote_learner,
+)
 from course_lib.dqn.learner import (
     DQNSettings,
     DuelingQNet,
@@ -50,8 +60,6 @@ from course_lib.dqn.learner import (
 )
 from course_lib.replay.nstep import NStepBuffer
 from course_lib.replay.uniform import transition_spec
-from course_lib.results import Algorithm
-from course_lib.roles import LearnerActor, Worker, remote_learner
 
 
 @dataclass
@@ -69,17 +77,31 @@ class ApexConfig(DistributedConfig, DQNSettings):
     eps_alpha: float = 7.0            # how fast eps_i falls from explorer 0 to N-1
 
 
+@dataclass(frozen=True)
+class ApexSlots(Slots):
+    """Ape-X's slots (`distributed.config.Slots`) and two of its own; None: course_lib's.
+
+    | slot        | called in        | as                               | gives                  |
+    | ----------- | ---------------- | -------------------------------- | ---------------------- |
+    | `epsilons`  | the driver, once | `epsilons(n, eps, alpha)`        | each explorer's eps_i  |
+    | `draw`      | the learner, once| `draw()`                         | the prioritized        |
+    |             |                  |                                  | replay's draw function |
+    """
+
+    epsilons: Callable | None = None
+    draw: Callable | None = None
+
+
 @ray.remote
 class Explorer(Worker):
     """A worker that plays eps_i-greedy, stores n-step transitions, and sends each batch with
     initial priorities |TD error| from its own copy of the network."""
 
-    def __init__(self, index: int, cfg: ApexConfig, prefix: str, seed: int, epsilon: float,
-                 given=None):
-        own = given and given.epsilon(index, cfg.num_workers, cfg.eps, cfg.eps_alpha)
-        self.epsilon = epsilon if own is None else own   # the attendee's, if given (`pieces`)
+    def __init__(self, index: int, cfg: ApexConfig, prefix: str, seed: int, slots: ApexSlots,
+                 epsilon: float):
+        self.epsilon = epsilon
         self.nsteps = [NStepBuffer(cfg.n_step, cfg.gamma) for _ in range(cfg.num_envs)]
-        super().__init__(index, cfg, prefix, seed, given)
+        super().__init__(index, cfg, prefix, seed, slots)
 
     def make_net(self, obs_dim: int, n_actions: int) -> DuelingQNet:
         self.n_actions = n_actions
@@ -100,8 +122,11 @@ class ApexLearnerActor(LearnerActor):
     """A DQNLearner on prioritized batches from the buffer it holds; the new priorities of
     each batch are written back at once (a local call: the buffer is in this process)."""
 
-    def make_learner(self, cfg: ApexConfig, obs_dim: int, n_actions: int):
-        return make_learner(cfg, obs_dim, n_actions)
+    def make_learner(self, cfg: ApexConfig, obs_dim: int, n_actions: int, slots, device):
+        return make_learner(cfg, obs_dim, n_actions, device)
+
+    def replay_draw(self, slots: ApexSlots):
+        return slots.draw() if slots.draw is not None else None
 
     def sample_args(self) -> tuple:
         return (*super().sample_args(), self.cfg.priority_beta)
@@ -116,13 +141,15 @@ class ApexTrainer(DistributedTrainer):
     replay and a DQN learner. `epsilons`: each explorer's eps_i."""
 
     algo, config_class = "apex", ApexConfig
-    Worker, Learner = Explorer, ApexLearnerActor
+    Worker, Learner, Slots = Explorer, ApexLearnerActor, ApexSlots
     worker_name = "explorer"
     learner_metrics = ("loss", "q_mean")
 
-    @property
+    @functools.cached_property
     def epsilons(self) -> list[float]:
         cfg = self.cfg
+        if self.slots.epsilons is not None:
+            return list(self.slots.epsilons(cfg.num_workers, cfg.eps, cfg.eps_alpha))
         return [epsilon_for_explorer(i, cfg.num_workers, cfg.eps, cfg.eps_alpha)
                 for i in range(cfg.num_workers)]
 
@@ -154,5 +181,5 @@ class ApexTrainer(DistributedTrainer):
         return {**super().extras(), "epsilons": self.epsilons}
 
 
-#: what `python -m course_lib train --algo apex` runs (see `course_lib.cli`)
-ALGORITHM = Algorithm(ApexTrainer, greedy_policy)
+#: what `python -m course_lib train --algo apex` runs (see `course_lib.algorithms`)
+SPEC = AlgoSpec(ApexTrainer, greedy_policy)

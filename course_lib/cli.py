@@ -23,9 +23,8 @@ with one `error: ...` line on stderr; 3 when Ray does not start (one line too); 
 run crashed (one line naming the part that failed, the traceback in the run's `error.txt`);
 130 when interrupted.
 
-Adding an algorithm: write a module with an `ALGORITHM = results.Algorithm(trainer class,
-policy function)` and name it in `results.ALGORITHMS`. The module is imported only when it is
-used, so that a typo on the command line is reported in a second, before torch and Ray load.
+Adding an algorithm: see `course_lib.algorithms` (a `SPEC` at the end of its module, its name
+in `ALGORITHMS`).
 """
 
 from __future__ import annotations
@@ -37,9 +36,10 @@ import math
 import sys
 from pathlib import Path
 
-from course_lib import results, runs
-from course_lib.errors import first_line
-from course_lib.results import ALGORITHMS, STOP_KEYS
+from course_lib import algorithms, runs
+from course_lib.algorithms import ALGORITHMS
+from course_lib.errors import CheckpointError, first_line
+from course_lib.results import STOP_KEYS
 
 EXIT_REACHED, EXIT_BUDGET, EXIT_USAGE, EXIT_NO_RAY, EXIT_CRASHED, EXIT_INTERRUPTED = (
     0, 1, 2, 3, 4, 130)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except RuntimeError as err:
-        from course_lib.ray_setup import RayStartError
+        from course_lib.errors import RayStartError
         if not isinstance(err, RayStartError):
             raise
         print(f"error: {err}", file=sys.stderr)
@@ -169,7 +169,7 @@ def load_algorithm(name: str):
         close = difflib.get_close_matches(name, ALGORITHMS, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise UsageError(f"unknown algorithm {name!r}; {hint}known: {', '.join(ALGORITHMS)}")
-    return results.load_algorithm(name)
+    return algorithms.load_algorithm(name)
 
 
 def check_env_id(env_id: str) -> None:
@@ -218,7 +218,7 @@ def train(args) -> int:
     if args.restore:
         try:
             meta = runs.read_checkpoint_meta(args.restore, args.algo, args.env)
-        except runs.CheckpointError as err:
+        except CheckpointError as err:
             raise UsageError(str(err)) from None
     algo_name = args.algo or (meta["algo"] if meta else "apex")
     if algo_name not in ALGORITHMS:
@@ -254,7 +254,7 @@ def train(args) -> int:
     if meta is not None:
         try:
             checkpoint = runs.load_checkpoint(meta["path"], algo_name, cfg.env_id)
-        except runs.CheckpointError as err:
+        except CheckpointError as err:
             raise UsageError(str(err)) from None
         try:                                     # do the saved weights fit the new config?
             algorithm.policy({**checkpoint, "config": cfg.to_dict()})
@@ -271,21 +271,19 @@ def train(args) -> int:
                              checkpoint_freq=args.checkpoint_freq,
                              checkpoint_at_end=args.checkpoint_at_end,
                              keep_checkpoints=args.keep_checkpoints)
-    from course_lib.envs import NonFiniteError
-    from course_lib.placement import NoGPUError
+    from course_lib.errors import NoGPUError, NonFiniteError, OutOfTime
     try:
         result = algorithm.train(cfg, progress=not args.quiet, run=run, restore=checkpoint)
-    except (NonFiniteError, NoGPUError, runs.CheckpointError) as err:  # bad env, GPU, counters
+    except (NonFiniteError, NoGPUError, CheckpointError) as err:  # bad env, GPU, counters
         raise UsageError(f"{err}; results so far in {run.path}") from None
-    except results.OutOfTime as err:             # before the first evaluation ended
+    except OutOfTime as err:             # before the first evaluation ended
         print(f"{err}; nothing was evaluated; results so far in {run.path}", file=sys.stderr)
         return EXIT_BUDGET
     except KeyboardInterrupt:
         print(f"interrupted; results so far in {run.path}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as err:                     # a part of the run failed: say which, once
-        from course_lib.failures import crash_report
-        print(f"error: {crash_report(err, run.path)}", file=sys.stderr)
+        print(f"error: {runs.crash_report(err, run.path)}", file=sys.stderr)
         return EXIT_CRASHED
     finally:
         run.close()
@@ -329,13 +327,13 @@ def resume_line(cfg, meta: dict, new_stop: bool) -> str:
 def evaluate(args) -> int:
     try:
         meta = runs.read_checkpoint_meta(args.checkpoint)
-    except runs.CheckpointError as err:
+    except CheckpointError as err:
         raise UsageError(str(err)) from None
     check_env_id(meta["env_id"])
     algorithm = load_algorithm(meta["algo"])
     try:
         checkpoint = runs.load_checkpoint(meta["path"])
-    except runs.CheckpointError as err:
+    except CheckpointError as err:
         raise UsageError(str(err)) from None
     act = algorithm.policy(checkpoint)
     env = make_checked_env(meta["env_id"], algorithm,

@@ -1,4 +1,5 @@
-"""Quick mode and the config pattern used by every lesson.
+"""Quick mode, the config pattern used by every lesson, and `TrainerConfig`, the settings every
+trainer has.
 
 Quick mode is how CI (and an impatient attendee) runs the notebooks in seconds instead of
 minutes: the same code, smaller numbers. It is read from one environment variable, here and
@@ -174,3 +175,38 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         if not isinstance(value, origin):
             raise ValueError(f"config key {key!r} must be {origin.__name__}, got {value!r}")
     return value
+
+
+@dataclasses.dataclass
+class TrainerConfig(Config):
+    """The settings every trainer has (an algorithm's config adds its own)."""
+
+    LIMITS: ClassVar[dict[str, str]] = {
+        "hidden": ">= 1", "lr": "> 0", "gamma": "[0, 1]", "batch_size": ">= 1",
+        "buffer_size": ">= 1", "learning_starts": ">= 0", "eval_episodes": ">= 1",
+        "confirm_episodes": ">= 0", "max_env_steps": ">= 0", "max_time_s": ">= 0",
+        "env_latency_ms": "[0, inf)"}
+
+    env_id: str = "CartPole-v1"       # the gymnasium environment to train on
+    hidden: tuple[int, ...] = (128, 128)  # hidden layer sizes of the networks
+    lr: float = 2e-3                  # Adam learning rate
+    gamma: float = 0.99               # discount factor
+    batch_size: int = 64              # transitions per gradient step
+    buffer_size: int = 100_000        # replay capacity (FIFO)
+    learning_starts: int = 1_000      # fresh transitions stored before the first update
+    eval_episodes: int = 10           # greedy episodes per evaluation (fresh seeds each time)
+    confirm_episodes: int = 20        # more fresh episodes of the same weights before a stop
+    target_return: float | None = 475.0  # stop: evaluated mean return reached (None: no goal)
+    max_env_steps: int | None = 100_000  # stop: env step budget (None: unlimited)
+    max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
+    seed: int = 0                     # seeds the networks, the envs and the exploration
+    env_latency_ms: float = 0.0       # training env steps wait this long (a remote simulator)
+
+    def check(self) -> None:
+        """Refuse, in one line, settings that would fail later (at the first sample, say): the
+        command line calls this before anything starts, and so does every trainer."""
+        super().check()                   # each key within its LIMITS
+        if self.buffer_size < self.batch_size:
+            raise ValueError(f"buffer_size {self.buffer_size} is smaller than one sample request "
+                             f"({self.batch_size} transitions): raise buffer_size or lower "
+                             "batch_size")

@@ -20,6 +20,7 @@ never waiting for the slowest worker.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,9 +31,8 @@ from torch import nn
 
 from course_lib.config import Config
 from course_lib.nets import get_weights, mlp, set_weights
-from course_lib.param_server import ParameterStoreActor, get_result, pull_weights
-from course_lib.pieces import Given
-from course_lib.pieces.param import piece_errors, used_by
+from course_lib.param_server import CachedWeights, ParameterStoreActor, pull_weights
+from course_lib.ray_tools import get_result, one_line_errors
 from course_lib.trainer import derive_seed
 
 
@@ -49,7 +49,6 @@ class DataParallelConfig(Config):
     steps: int = 200              # synchronous steps; asynchronous runs steps * num_workers
     eval_every: int = 10          # evaluate test accuracy every N updates
     seed: int = 0                 # seeds the data, the model and the workers' minibatches
-    piece_timeout_s: float = 30.0  # seconds a call of an attendee's piece (pieces=) may take
 
 
 def make_blobs(n: int, n_features: int, n_classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,12 +102,11 @@ class DataWorker:
         grads = {name: p.grad.numpy().copy() for name, p in self.model.named_parameters()}
         return grads, version, float(loss)
 
-    def run_steps(self, ps, steps: int, pieces: dict, lr: float, timeout_s: float) -> list[int]:
-        """Asynchronous training driven by this worker: `steps` times the attendee's
-        `worker_step` (pull the newest weights, compute a gradient, push it to `ps`); returns
-        each gradient's staleness."""
-        step = Given(pieces, f"data worker {self.shard}", timeout_s).worker_step(
-            ps, lambda weights: self.compute_gradients(weights)[0], lr)
+    def run_steps(self, ps, steps: int, make_step, lr: float) -> list[int]:
+        """Asynchronous training driven by this worker: `steps` times the step that
+        `make_step(ps, compute_gradients, lr)` builds here (pull the newest weights, compute a
+        gradient, push it to `ps`); returns each gradient's staleness."""
+        step = make_step(ps, lambda weights: self.compute_gradients(weights)[0], lr)
         return [step() for _ in range(steps)]
 
 
@@ -117,11 +115,19 @@ def sgd_step(weights: dict, grads: dict, lr: float) -> dict:
     return {name: w - lr * grads[name] if name in grads else w for name, w in weights.items()}
 
 
-def _setup(cfg: DataParallelConfig):
-    _, test = train_test_split(cfg)
-    workers = [DataWorker.remote(cfg, i) for i in range(cfg.num_workers)]
-    ray.get([w.shard_size.remote() for w in workers])     # all up before the clock starts
-    return make_model(cfg), workers, test
+@contextmanager
+def data_workers(cfg: DataParallelConfig):
+    """`cfg.num_workers` DataWorker actors, all up, for the length of a `with` block; killed
+    at its end however it ends (an error, Ctrl-C): in a notebook, a failed run's traceback
+    would otherwise keep them, and their CPUs, alive, and the next run would wait for CPUs."""
+    workers = []
+    try:
+        workers += [DataWorker.remote(cfg, i) for i in range(cfg.num_workers)]
+        ray.get([w.shard_size.remote() for w in workers])     # all up before the clock starts
+        yield workers
+    finally:
+        for w in workers:
+            ray.kill(w)
 
 
 def average_gradients(grads_list: list[dict]) -> dict:
@@ -130,58 +136,59 @@ def average_gradients(grads_list: list[dict]) -> dict:
             for name in grads_list[0]}
 
 
-def sync_sgd(cfg: DataParallelConfig, pieces: dict | None = None) -> list[dict]:
-    """Synchronous data parallelism; returns [{update, time_s, accuracy}, ...].
-    `pieces={"average_gradients": f}` averages with the attendee's `f` (notebook 03)."""
-    pieces = used_by("sync_sgd", pieces)
-    average = Given(pieces, "the driver", cfg.piece_timeout_s).average() or average_gradients
-    model, workers, (x_test, y_test) = _setup(cfg)
+def sync_sgd(cfg: DataParallelConfig, average=average_gradients) -> list[dict]:
+    """Synchronous data parallelism; returns [{update, time_s, accuracy}, ...]. `average`
+    turns the workers' gradients into one (a slot: yours in notebook 03)."""
+    model, (x_test, y_test) = make_model(cfg), train_test_split(cfg)[1]
     weights = get_weights(model)
-    history, start = [], time.perf_counter()
-    for step in range(1, cfg.steps + 1):
-        weights_ref = ray.put(weights)                    # broadcast once, all workers read it
-        results = ray.get([w.compute_gradients.remote(weights_ref, step) for w in workers])
-        weights = sgd_step(weights, average([g for g, _, _ in results]), cfg.lr)
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            set_weights(model, weights)
-            history.append({"update": step, "time_s": time.perf_counter() - start,
-                            "accuracy": accuracy(model, x_test, y_test)})
+    history = []
+    with data_workers(cfg) as workers:
+        start = time.perf_counter()
+        for step in range(1, cfg.steps + 1):
+            weights_ref = ray.put(weights)                # broadcast once, all workers read it
+            results = ray.get([w.compute_gradients.remote(weights_ref, step) for w in workers])
+            weights = sgd_step(weights, average([g for g, _, _ in results]), cfg.lr)
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                set_weights(model, weights)
+                history.append({"update": step, "time_s": time.perf_counter() - start,
+                                "accuracy": accuracy(model, x_test, y_test)})
     return history
 
 
-def async_sgd(cfg: DataParallelConfig, pieces: dict | None = None
-              ) -> tuple[list[dict], list[int]]:
+def async_sgd(cfg: DataParallelConfig, make_step=None) -> tuple[list[dict], list[int]]:
     """Asynchronous training through a ParameterStoreActor.
 
     Returns the history [{update, time_s, accuracy}, ...] and the staleness of every applied
-    gradient (how many updates other workers made while it was being computed).
-    `pieces` (notebook 03): each worker runs the step itself (`by_workers`), the attendee's
-    `worker_step` if given (pull, compute, push), through their "cached_weights" if given.
+    gradient (how many updates other workers made while it was being computed). `make_step`
+    (a slot: yours in notebook 03) builds a worker's step in each worker, which then trains
+    on its own against the server (`by_workers`).
     """
-    pieces = used_by("async_sgd", pieces)
-    if pieces:
-        with piece_errors():
-            return by_workers(cfg, {"worker_step": worker_step, **pieces})
-    model, workers, (x_test, y_test) = _setup(cfg)
+    if make_step is not None:
+        return by_workers(cfg, make_step)
+    model, (x_test, y_test) = make_model(cfg), train_test_split(cfg)[1]
     ps = ParameterStoreActor.remote()
-    ray.get(ps.push.remote("model", get_weights(model)))
-    version, weights = pull_weights(ps, "model")
-    in_flight = {w.compute_gradients.remote(weights, version): w for w in workers}
-    history, staleness, start = [], [], time.perf_counter()
-    total = cfg.steps * cfg.num_workers
-    for update in range(1, total + 1):
-        [done], _ = ray.wait(list(in_flight), num_returns=1)
-        worker = in_flight.pop(done)
-        grads, computed_on, _ = ray.get(done)
-        version = ray.get(ps.push_gradients.remote("model", grads, cfg.lr))
-        staleness.append(version - 1 - computed_on)
+    try:
+        ray.get(ps.push.remote("model", get_weights(model)))
         version, weights = pull_weights(ps, "model")
-        if update < total:
-            in_flight[worker.compute_gradients.remote(weights, version)] = worker
-        if update % (cfg.eval_every * cfg.num_workers) == 0 or update == total:
-            set_weights(model, weights)
-            history.append({"update": update, "time_s": time.perf_counter() - start,
-                            "accuracy": accuracy(model, x_test, y_test)})
+        with data_workers(cfg) as workers:
+            in_flight = {w.compute_gradients.remote(weights, version): w for w in workers}
+            history, staleness, start = [], [], time.perf_counter()
+            total = cfg.steps * cfg.num_workers
+            for update in range(1, total + 1):
+                [done], _ = ray.wait(list(in_flight), num_returns=1)
+                worker = in_flight.pop(done)
+                grads, computed_on, _ = ray.get(done)
+                version = ray.get(ps.push_gradients.remote("model", grads, cfg.lr))
+                staleness.append(version - 1 - computed_on)
+                version, weights = pull_weights(ps, "model")
+                if update < total:
+                    in_flight[worker.compute_gradients.remote(weights, version)] = worker
+                if update % (cfg.eval_every * cfg.num_workers) == 0 or update == total:
+                    set_weights(model, weights)
+                    history.append({"update": update, "time_s": time.perf_counter() - start,
+                                    "accuracy": accuracy(model, x_test, y_test)})
+    finally:
+        ray.kill(ps)
     return history, staleness
 
 
@@ -192,21 +199,35 @@ def worker_step(ps, cache, compute_gradients, lr: float) -> int:
     return get_result(ps.push_gradients.remote("model", grads, lr))
 
 
-def by_workers(cfg: DataParallelConfig, pieces: dict) -> tuple[list[dict], list[int]]:
-    """`async_sgd` driven by the workers: each runs `cfg.steps` of the attendee's `worker_step`
-    against the server; the driver evaluates the server's newest weights while they run."""
-    model, workers, (x_test, y_test) = _setup(cfg)
+def make_worker_step(ps, compute_gradients, lr: float):
+    """course_lib's step of a worker that trains on its own (`by_workers`): `worker_step` with
+    a `CachedWeights`; each call returns the gradient's staleness."""
+    cache = CachedWeights()
+
+    def step() -> int:
+        made = worker_step(ps, cache, compute_gradients, lr)
+        return made - 1 - cache.version          # the version its gradient was computed on
+    return step
+
+
+def by_workers(cfg: DataParallelConfig, make_step=make_worker_step
+               ) -> tuple[list[dict], list[int]]:
+    """`async_sgd` driven by the workers: each runs `cfg.steps` of the step `make_step` builds
+    in it, against the server; the driver evaluates the server's newest weights meanwhile."""
+    model, (x_test, y_test) = make_model(cfg), train_test_split(cfg)[1]
     ps = ParameterStoreActor.remote()
-    ray.get(ps.push.remote("model", get_weights(model)))
-    runs = [w.run_steps.remote(ps, cfg.steps, pieces, cfg.lr, cfg.piece_timeout_s)
-            for w in workers]
-    history, start, done = [], time.perf_counter(), []
-    while len(done) < len(runs):
-        done, _ = ray.wait(runs, num_returns=len(runs), timeout=0.5)
-        version, weights = pull_weights(ps, "model")
-        set_weights(model, weights)
-        history.append({"update": version - 1, "time_s": time.perf_counter() - start,
-                        "accuracy": accuracy(model, x_test, y_test)})
-    staleness = [s for run in ray.get(runs) for s in run]
-    ray.kill(ps)
+    try:
+        ray.get(ps.push.remote("model", get_weights(model)))
+        with one_line_errors(), data_workers(cfg) as workers:
+            runs = [w.run_steps.remote(ps, cfg.steps, make_step, cfg.lr) for w in workers]
+            history, start, done = [], time.perf_counter(), []
+            while len(done) < len(runs):
+                done, _ = ray.wait(runs, num_returns=len(runs), timeout=0.5)
+                version, weights = pull_weights(ps, "model")
+                set_weights(model, weights)
+                history.append({"update": version - 1, "time_s": time.perf_counter() - start,
+                                "accuracy": accuracy(model, x_test, y_test)})
+            staleness = [s for run in ray.get(runs) for s in run]
+    finally:
+        ray.kill(ps)
     return history, staleness

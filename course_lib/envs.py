@@ -20,14 +20,12 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
+from course_lib.errors import NonFiniteError
+
 #: env steps after which an episode of an env registered without a time limit is truncated
 #: (CliffWalking-v1: a greedy policy that walks into a wall would otherwise play forever, and
 #: an evaluation or a training episode would never end)
 DEFAULT_TIME_LIMIT = 1_000
-
-
-class NonFiniteError(ValueError):
-    """An environment returned (or was about to be given) a value with NaN or inf in it."""
 
 
 class Latency(gym.Wrapper):
@@ -110,7 +108,7 @@ def check_finite(value, what: str, env_id: str, step: int) -> None:
     >>> check_finite(np.array([0.0, np.nan]), "observation", "Bad-v0", 12)
     Traceback (most recent call last):
     ...
-    course_lib.envs.NonFiniteError: Bad-v0 gave a non-finite observation at env step 12: [ 0. nan]
+    course_lib.errors.NonFiniteError: Bad-v0 gave a non-finite observation at env step 12: [ 0. nan]
     """
     array = np.asarray(value, dtype=np.float64)
     if not np.isfinite(array).all():

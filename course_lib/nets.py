@@ -1,4 +1,4 @@
-"""Small networks and the two weight helpers every algorithm in the workbook shares.
+"""Small networks, the two weight helpers and the device helpers every algorithm shares.
 
 Weights travel between processes as a plain dict of numpy arrays, never as torch tensors or
 modules: numpy arrays go into Ray's object store once (`ray.put`) and every reader on the node
@@ -64,3 +64,21 @@ def adam(params, lr: float, device: torch.device) -> torch.optim.Adam:
     """Adam, fused (one kernel for all parameters: several times faster for small nets) on the
     devices that support it, the plain loop elsewhere (e.g. Apple's mps)."""
     return torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
+
+
+def default_device() -> torch.device:
+    """The first GPU when one is visible, else the CPU (a single process; a learner actor
+    trains on the device it reserved: `ray_tools.reserved_device`)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_of(net: nn.Module) -> torch.device:
+    """Where `net`'s parameters live (the CPU for a net without any)."""
+    param = next(net.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def batch_to_tensors(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    """A replay batch as tensors on `device` (copies: arrays from Ray are read-only)."""
+    return {name: torch.tensor(value, device=device) for name, value in batch.items()
+            if name != "indices"}

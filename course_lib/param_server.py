@@ -17,8 +17,8 @@ Two layers, so the logic can be tested without Ray:
 
   `pull_weights(ps, name, known_version)` does exactly this. Errors raised in the actor reach
   the caller as `ray.exceptions.RayTaskError`, which in Ray 2.x also subclasses the original
-  type (`except ValueError` works) but prints the whole remote traceback; `get_result(ref)`
-  re-raises the original exception with its one-line message.
+  type (`except ValueError` works) but prints the whole remote traceback;
+  `ray_tools.get_result(ref)` re-raises the original exception with its one-line message.
 
 Versions count updates of a name: the first push gives version 1, every push or gradient step
 adds one, and a name's version never goes backwards, not even when `load` drops it or brings
@@ -37,17 +37,12 @@ from pathlib import Path
 
 import numpy as np
 import ray
-from ray.exceptions import RayTaskError
+
+from course_lib.errors import UnknownNameError
+from course_lib.ray_tools import get_result
 
 Weights = dict[str, np.ndarray]
 FORMAT_TAG = "course_lib.param_server/1"   # stored in every saved file, checked on load
-
-
-class UnknownNameError(KeyError):
-    """No weights under this name. A KeyError whose message prints without quotes."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 class ParameterStore:
@@ -244,17 +239,6 @@ class ParameterStoreActor(ParameterStore):
         names = super().load(path)
         self._refs.clear()          # release the old objects; every loaded version is new
         return names
-
-
-def get_result(ref: ray.ObjectRef):
-    """`ray.get(ref)`, but an error raised in the actor is re-raised as itself (one-line
-    message, original type) instead of a RayTaskError carrying the remote traceback."""
-    try:
-        return ray.get(ref)
-    except RayTaskError as err:
-        if err.cause is None:
-            raise
-        raise err.cause from None
 
 
 def pull_weights(ps, name: str, known_version: int = -1) -> tuple[int, Weights | None]:

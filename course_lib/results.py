@@ -1,58 +1,22 @@
-"""What a training run returns and when it stops, and the table of algorithms the command line
-and `render` know (`Algorithm`, `ALGORITHMS`).
+"""What a training run returns and when it stops.
 
 The loop that produces a result is `trainer.run_training` (beside the `Trainer` skeleton); run
-folders and checkpoints are `course_lib.runs`. A config that wants the command line has the
-three stop fields `target_return`, `max_env_steps` and `max_time_s` (None switches one off).
+folders and checkpoints are `course_lib.runs`; the algorithms the command line knows are
+`course_lib.algorithms`. A config that wants the command line has the three stop fields
+`target_return`, `max_env_steps` and `max_time_s` (None switches one off).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 #: `--stop` keys (RLlib's names) -> the config fields that hold them
 STOP_KEYS = {"eval_return": "target_return", "env_steps": "max_env_steps",
              "time_s": "max_time_s"}
 #: the columns every progress row starts with
 ROW_KEYS = ("iteration", "time_s", "env_steps", "learner_updates", "eval_return", "train_return")
-#: algorithm name -> the module whose `ALGORITHM` describes it (imported only when used, so
-#: that a typo on the command line is reported before torch and Ray load)
-ALGORITHMS: dict[str, str] = {
-    "apex": "course_lib.apex",
-    "dqn": "course_lib.dqn",
-    "sac": "course_lib.sac",
-}
-
-
-class Algorithm(NamedTuple):
-    """What the command line needs to know about an algorithm (see `course_lib.cli`): its
-    trainer class (which brings the config class, the env check and `train`) and its policy."""
-
-    trainer: type                         # a `trainer.Trainer` subclass
-    policy: Callable                      # checkpoint dict -> act(obs) -> action (greedy)
-
-    @property
-    def config(self) -> type:
-        """The Config dataclass of the trainer."""
-        return self.trainer.config_class
-
-    def check_env(self, env) -> None:
-        """ValueError (one line) if the algorithm cannot train on `env`."""
-        self.trainer.check_env(env)
-
-    def train(self, config, **kwargs):
-        """`trainer.train(config, progress=, run=, restore=)` -> a TrainResult."""
-        return self.trainer.train(config, **kwargs)
-
-
-def load_algorithm(name: str) -> Algorithm:
-    """The `ALGORITHM` of algorithm `name` (a key of `ALGORITHMS`), importing its module."""
-    return importlib.import_module(ALGORITHMS[name]).ALGORITHM
 
 
 # ---------------------------------------------------------------------------------------------
@@ -73,12 +37,6 @@ def stop_reason(row: dict, config) -> str | None:
     if config.max_time_s is not None and row["time_s"] >= config.max_time_s:
         return "time_s"
     return None
-
-
-class OutOfTime(RuntimeError):
-    """The wall-clock budget (`max_time_s`) ran out in the middle of an iteration: a driver
-    that waits on actors stops waiting there, drops the iteration's unscored snapshot, and the
-    run ends on its last evaluated snapshot (stop reason `time_s`)."""
 
 
 @dataclasses.dataclass

@@ -24,19 +24,11 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from course_lib.errors import first_line
+from course_lib.errors import CheckpointError, first_line
 from course_lib.tensorboard_log import hyperparameter_table, log_scalars, tensorboard_writer
 
 CHECKPOINT_FILE, META_FILE = "state.pt", "meta.json"
 
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, unreadable, or from another algorithm or environment."""
-
-
-# ---------------------------------------------------------------------------------------------
-# The run folder
-# ---------------------------------------------------------------------------------------------
 
 class Run:
     """One run's folder: parameters, progress rows, TensorBoard events, checkpoints.
@@ -206,3 +198,28 @@ def load_checkpoint(path, algo: str | None = None, env_id: str | None = None) ->
                               f"{META_FILE} disagree")
     state["path"] = meta["path"]
     return state
+
+
+def crash_report(err: BaseException, run_path) -> str:
+    """The one line a crashed run shows (the actor that failed, or the error's first line);
+    the full traceback goes to the run folder's `error.txt`."""
+    import traceback
+
+    from course_lib.errors import ActorFailedError, OneLineError, StartError
+
+    (Path(run_path) / "error.txt").write_text("".join(traceback.format_exception(err)))
+    named = isinstance(err, ActorFailedError | StartError | OneLineError)
+    return (f"{err if named else 'the run crashed: ' + first_line(err)}; results so far in "
+            f"{run_path} (traceback in error.txt)")
+
+
+def resume_hint(trainer, config, run: Run | None, history: list[dict]) -> str:
+    """How to continue a run whose learner died: its last evaluated snapshot, saved now if it
+    was not yet (the driver holds a copy of its state), and the command that resumes it."""
+    if run is None or not history:
+        return "no checkpoint to continue from (train with a run folder: course_lib train)"
+    last = history[-1]["iteration"]
+    path = (run.path / "checkpoints" / f"checkpoint_{last:06d}" if run.checkpoint_due(last)
+            else run.save_checkpoint(trainer.state()))
+    return (f"the last checkpoint is {path} (iteration {last}); continue with: python -m "
+            f"course_lib train --algo {trainer.algo} --env {config.env_id} --restore {path}")

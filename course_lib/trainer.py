@@ -29,7 +29,6 @@ builds one and runs it. `DQNTrainer` runs in one process, `DistributedTrainer` o
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import os
 import time
@@ -38,44 +37,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from course_lib.config import Config
-from course_lib.results import STOP_KEYS, OutOfTime, TrainResult, stop_reason
-from course_lib.runs import CheckpointError, Run, load_checkpoint
-
-
-@dataclasses.dataclass
-class TrainerConfig(Config):
-    """The settings every trainer has (an algorithm's config adds its own)."""
-
-    LIMITS: ClassVar[dict[str, str]] = {
-        "hidden": ">= 1", "lr": "> 0", "gamma": "[0, 1]", "batch_size": ">= 1",
-        "buffer_size": ">= 1", "learning_starts": ">= 0", "eval_episodes": ">= 1",
-        "confirm_episodes": ">= 0", "max_env_steps": ">= 0", "max_time_s": ">= 0",
-        "env_latency_ms": "[0, inf)"}
-
-    env_id: str = "CartPole-v1"       # the gymnasium environment to train on
-    hidden: tuple[int, ...] = (128, 128)  # hidden layer sizes of the networks
-    lr: float = 2e-3                  # Adam learning rate
-    gamma: float = 0.99               # discount factor
-    batch_size: int = 64              # transitions per gradient step
-    buffer_size: int = 100_000        # replay capacity (FIFO)
-    learning_starts: int = 1_000      # fresh transitions stored before the first update
-    eval_episodes: int = 10           # greedy episodes per evaluation (fresh seeds each time)
-    confirm_episodes: int = 20        # more fresh episodes of the same weights before a stop
-    target_return: float | None = 475.0  # stop: evaluated mean return reached (None: no goal)
-    max_env_steps: int | None = 100_000  # stop: env step budget (None: unlimited)
-    max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
-    seed: int = 0                     # seeds the networks, the envs and the exploration
-    env_latency_ms: float = 0.0       # training env steps wait this long (a remote simulator)
-
-    def check(self) -> None:
-        """Refuse, in one line, settings that would fail later (at the first sample, say): the
-        command line calls this before anything starts, and so does every trainer."""
-        super().check()                   # each key within its LIMITS
-        if self.buffer_size < self.batch_size:
-            raise ValueError(f"buffer_size {self.buffer_size} is smaller than one sample request "
-                             f"({self.batch_size} transitions): raise buffer_size or lower "
-                             "batch_size")
+from course_lib.config import TrainerConfig
+from course_lib.errors import CheckpointError, LearnerDiedError, OutOfTime
+from course_lib.results import STOP_KEYS, TrainResult, stop_reason
+from course_lib.runs import Run, load_checkpoint, resume_hint
 
 
 def updates_due(inserted: int, ratio: float, learning_starts: int) -> int:
@@ -209,6 +174,7 @@ class Trainer(Trainable):
     """Counters, the update debt, seeds, evaluated snapshots, rows and checkpoints."""
 
     config_class: ClassVar[type] = TrainerConfig   # what `train` and the command line build
+    Slots: ClassVar[type | None] = None            # the parts it lets you swap (distributed)
 
     def __init__(self, config: TrainerConfig, restore: dict | None = None):
         self.cfg = config
@@ -225,17 +191,16 @@ class Trainer(Trainable):
 
     @classmethod
     def train(cls, config, progress=None, run: Run | None = None, restore=None,
-              pieces: dict | None = None) -> TrainResult:
+              slots=None) -> TrainResult:
         """Train until a stop criterion of `config` holds (`run_training`); a TrainResult.
         `progress`: True (live display or bar) or a callable given each row. `run`: a
         `runs.Run` for rows and checkpoints. `restore`: a checkpoint (path or dict) of this
-        algorithm and env. `pieces`: the attendee's (`course_lib.pieces`), distributed only."""
+        algorithm and env. `slots`: parts of your own (`distributed.Slots`), distributed only."""
         if isinstance(restore, str | os.PathLike):
             restore = load_checkpoint(restore, algo=cls.algo, env_id=config.env_id)
-        if pieces and "pieces" not in inspect.signature(cls.__init__).parameters:
-            raise ValueError(f"pieces: {cls.__name__} takes no attendee's pieces; the "
-                             "distributed trainers (apex.ApexTrainer, sac.SACTrainer) do")
-        trainer = cls(config, restore, **({"pieces": pieces} if pieces else {}))
+        if slots is not None and cls.Slots is None:
+            raise ValueError(f"slots: {cls.__name__} has none; the distributed trainers do")
+        trainer = cls(config, restore, **({"slots": slots} if slots is not None else {}))
         return run_training(trainer, config, progress=progress, run=run)
 
     @classmethod
@@ -276,7 +241,7 @@ class Trainer(Trainable):
         updates = self.counters.learner_updates - self._updates_at_start
         return updates / max(1, self.stored_now - self.learning_start)
 
-    def seed(self, *stream: int | str) -> int:
+    def seed_for(self, *stream: int | str) -> int:
         """A seed for `stream` in this start of the run (a resume gets new ones)."""
         return derive_seed(self.cfg.seed, self.counters.starts, *stream)
 
@@ -382,6 +347,9 @@ def run_training(trainer: Trainable, config, progress=None, run: Run | None = No
                         and not run.checkpoint_due(last):
                     checkpoint = run.save_checkpoint(trainer.state())   # not saved yet
                 break
+            except LearnerDiedError as err:     # a checkpoint, and how to continue from it
+                raise LearnerDiedError(f"{err}; {resume_hint(trainer, config, run, history)}"
+                                       ) from None
             history.append(row)
             stopped_by = stop_reason(row, config)
             if run is not None:

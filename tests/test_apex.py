@@ -5,25 +5,26 @@ import numpy as np
 import pytest
 import ray
 
-from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.apex import ApexConfig, ApexSlots, ApexTrainer
+from course_lib.distributed import POLICY
+from course_lib.distributed.run_actors import actor_resources
 from course_lib.dqn import epsilon_for_explorer
 from course_lib.param_server import pull_weights
-from course_lib.placement import actor_resources
-from course_lib.roles import POLICY
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_actors_fit_in_two_cpus(workers):
     cfg = ApexConfig(num_workers=workers)
-    cpus = actor_resources(cfg, {"CPU": 2})
+    cpus = actor_resources(cfg, 2)
     total = cpus["learner"] + cpus["evaluator"]
     assert total + workers * cpus["worker"] <= 2
     assert 0 < cpus["worker"] <= cfg.worker_cpus
 
 
-def test_too_small_a_cluster_is_refused():
-    with pytest.raises(ValueError, match="too few"):
-        actor_resources(ApexConfig(learner_cpus=1.0), {"CPU": 1})
+def test_too_small_a_cluster_leaves_the_workers_nothing():
+    """The learner and the evaluator take what is free; the workers share what is left, and a
+    run left with nothing for them is refused before it starts (`run_actors.check_room`)."""
+    assert actor_resources(ApexConfig(learner_cpus=1.0), 1)["worker"] == 0
 
 
 # Small and quick: the learner trains from 300 transitions on, at 4 samples per transition,
@@ -120,11 +121,11 @@ def test_the_learner_samples_its_own_buffer_and_writes_priorities_back(ray_local
     from course_lib.apex import ApexLearnerActor
     from course_lib.param_server import ParameterStoreActor
 
-    params = ParameterStoreActor.options(name="weights-params").remote()
+    params = ParameterStoreActor.options(name="weights:parameter server").remote()
     batch, priorities = stored_batch()
     try:
         learner = ApexLearnerActor.__ray_actor_class__(CFG, (4, 2), "weights", None, 0,
-                                                       replay_of(CFG))
+                                                       replay_of(CFG), ApexSlots())
         assert learner.add(batch, priorities) == 300
         seen = [learner.sample() for _ in range(12)]
         trained = []                                  # (batch, info) of each update
@@ -148,8 +149,8 @@ def test_explorers_adds_land_while_the_learner_trains(ray_local):
     from course_lib.apex import ApexLearnerActor
     from course_lib.param_server import ParameterStoreActor
 
-    params = ParameterStoreActor.options(name="busy-params").remote()
-    learner = ApexLearnerActor.remote(CFG, (4, 2), "busy", None, 0, replay_of(CFG))
+    params = ParameterStoreActor.options(name="busy:parameter server").remote()
+    learner = ApexLearnerActor.remote(CFG, (4, 2), "busy", None, 0, replay_of(CFG), ApexSlots())
     batch, priorities = stored_batch()
     try:
         ray.get(learner.add.remote(batch, priorities))
@@ -191,12 +192,13 @@ def test_an_explorer_with_several_envs_keeps_each_envs_n_step_window_apart(ray_l
 
     gym.register("Tagged-v0", entry_point=Tagged)
     cfg = CFG.updated({"env_id": "Tagged-v0", "num_envs": 3, "n_step": 3, "send_every": 10})
-    replay = ReplayStoreActor.options(name="tagged-learner").remote(   # stands in for the learner
+    replay = ReplayStoreActor.options(name="tagged:learner").remote(   # stands in for the learner
         1_000, transition_spec((2,), n_step=True), seed=0)
-    params = ParameterStoreActor.options(name="tagged-params").remote()
+    params = ParameterStoreActor.options(name="tagged:parameter server").remote()
     try:
         ray.get(params.push.remote(POLICY, get_weights(DuelingQNet(2, 2, tuple(cfg.hidden)))))
-        explorer = Explorer.__ray_actor_class__(0, cfg, "tagged", 0, epsilon=0.5)
+        explorer = Explorer.__ray_actor_class__(0, cfg, "tagged", 0, ApexSlots(),
+                                                   epsilon=0.5)
         out = explorer.run(60)
         stored = ray.get(replay.sample.remote(50))
     finally:
@@ -216,14 +218,15 @@ def test_pin_learner_gives_the_learner_a_core_of_its_own(ray_local):
     others (Linux); on a cluster of several nodes the setting is refused in one line."""
     import os
 
-    from course_lib.placement import check_pinning
+    from course_lib.distributed.run_actors import check_pinning
 
     if not hasattr(os, "sched_getaffinity") or os.cpu_count() < 2:
         pytest.skip("pinning needs Linux and 2 cores")
     last = os.cpu_count() - 1
     trainer = ApexTrainer(CFG.updated({"pin_learner": True}))
     try:
-        cores = ray.get(trainer.learner.__ray_call__.remote(lambda s: os.sched_getaffinity(0)))
+        cores = ray.get(trainer.learner_actor.__ray_call__.remote(
+            lambda s: os.sched_getaffinity(0)))
         explorers = ray.get([w.__ray_call__.remote(lambda s: os.sched_getaffinity(0))
                              for w in trainer.workers])
         for _ in range(2):

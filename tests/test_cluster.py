@@ -99,10 +99,10 @@ def nodes_launched_for(demands: list[dict]) -> dict[str, int]:
 def learner_demand(learner_gpus: float) -> dict:
     """The learner actor's resource request, as the Ape-X driver makes it."""
     from course_lib.apex import ApexConfig
-    from course_lib.placement import actor_resources
+    from course_lib.distributed.run_actors import actor_resources
 
     cfg = ApexConfig(num_workers=8, learner_gpus=learner_gpus)
-    res = actor_resources(cfg, {"CPU": 18.0})
+    res = actor_resources(cfg, 18.0)
     return {"CPU": res["learner"], **({"GPU": res["learner_gpus"]} if res["learner_gpus"] else {})}
 
 

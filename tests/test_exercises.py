@@ -96,19 +96,21 @@ def test_checkers_are_declared_in_notebook_order_and_each_is_used_once():
 def test_yours_checks_each_piece_the_trainer_takes_with_its_checker():
     """`yours` finds the check of the piece `<key>` by name (`check_<key>`): every piece the
     trainer takes has one, and a piece that fails it is left out with the check's message."""
-    from course_lib.pieces import PIECES
+    from course_lib.teaching.pieces import PIECES
 
     assert {f"check_{key}" for key in PIECES} <= set(exercises.CHECKERS)
-    chosen, said = exercises.yours(polyak=None)
-    assert chosen == {} and said.startswith("Polyak target update: course_lib's (yours: ")
+    from course_lib.sac import SACTrainer
+
+    chosen, said = exercises.yours(SACTrainer, polyak=None)
+    assert chosen.filled() == [] and said.startswith("Polyak target update: course_lib's (yours: ")
     with pytest.raises(ValueError, match="unknown piece 'replay'"):
-        exercises.yours(replay=object)
+        exercises.yours(SACTrainer, replay=object)
 
 
-def test_from_notebook_brings_the_defined_pieces_of_an_earlier_notebook(tmp_path):
+def test_from_notebook_brings_the_defined_pieces_of_an_earlier_notebook(tmp_path, capsys):
     """What an exercise or solution cell of notebook 04 defines comes along, run in a
     `__main__` of its own; an unfinished cell, an untagged cell or a missing notebook gives
-    nothing, so the run falls back on course_lib's piece."""
+    nothing, so the run falls back on course_lib's piece, and one printed line says so."""
     cells = [nbformat.v4.new_code_cell("def find_prefix_sum(sums, first, target):\n    return 7",
                                        metadata={"tags": ["exercise"]}),
              nbformat.v4.new_code_cell("def stratified_targets():\n    pass\nraise ValueError",
@@ -119,7 +121,12 @@ def test_from_notebook_brings_the_defined_pieces_of_an_earlier_notebook(tmp_path
                                     folder=tmp_path)
     assert list(found) == ["find_prefix_sum"] and found["find_prefix_sum"](0, 0, 0) == 7
     assert found["find_prefix_sum"].__module__ == "__main__"
+    said = capsys.readouterr().out
+    assert said == ("from notebook 04: 04_replay.ipynb has no working stratified_targets, "
+                    "polyak (unfinished, or not saved): course_lib's instead\n")
     assert exercises.from_notebook("03", "find_prefix_sum", folder=tmp_path) == {}
+    said = capsys.readouterr().out
+    assert said.startswith("from notebook 03: no 03_*.ipynb in ") and said.count("\n") == 1
 
 
 def test_a_checker_reports_an_exception_in_one_line_and_never_raises():

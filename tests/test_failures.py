@@ -12,10 +12,9 @@ import ray
 
 from course_lib import cli, envs, results, runs
 from course_lib.apex import ApexConfig, ApexLearnerActor, ApexTrainer
+from course_lib.distributed import remote_learner
 from course_lib.dqn import DQNConfig, DQNTrainer
-from course_lib.failures import PartFailedError, StartError
-from course_lib.results import OutOfTime
-from course_lib.roles import remote_learner
+from course_lib.errors import ActorFailedError, OutOfTime, StartError
 from course_lib.trainer import Trainer, TrainerConfig, run_training
 
 TINY_APEX = ApexConfig.preset(quick=True).updated({
@@ -233,8 +232,8 @@ def test_a_dead_learner_is_named_as_such(ray_local):
     trainer = ApexTrainer(TINY_APEX)
     try:
         trainer.step()
-        ray.kill(trainer.learner)
-        with pytest.raises(PartFailedError) as info:
+        ray.kill(trainer.learner_actor)
+        with pytest.raises(ActorFailedError) as info:
             for _ in range(30):
                 trainer.step()
     finally:
@@ -256,7 +255,7 @@ def failure_of(trainer_class) -> str:
     """The one-line error that ends a run of `trainer_class` (within 60 iterations)."""
     trainer = trainer_class(TINY_APEX)
     try:
-        with pytest.raises(PartFailedError) as info:
+        with pytest.raises(ActorFailedError) as info:
             for _ in range(60):
                 trainer.step()
     finally:
@@ -294,7 +293,7 @@ def test_a_failing_unawaited_publish_surfaces_naming_the_call(ray_local, by_valu
 
 def test_a_crash_has_its_own_exit_status_and_one_line(tmp_path, monkeypatch, capsys):
     def crash(*args, **kwargs):
-        raise PartFailedError("the learner died: killed")
+        raise ActorFailedError("the learner died: killed")
 
     monkeypatch.setattr(DQNTrainer, "train", classmethod(crash))
     code = cli.main(["train", "--algo", "dqn", "--quiet", "--results-dir", str(tmp_path)])
@@ -302,5 +301,5 @@ def test_a_crash_has_its_own_exit_status_and_one_line(tmp_path, monkeypatch, cap
     assert code == cli.EXIT_CRASHED == 4 and code not in (cli.EXIT_BUDGET, cli.EXIT_USAGE)
     assert err.startswith("error: the learner died: killed; results so far in ")
     assert err.count("\n") == 1
-    assert "PartFailedError" in next(tmp_path.glob("*/error.txt")).read_text()
+    assert "ActorFailedError" in next(tmp_path.glob("*/error.txt")).read_text()
 

@@ -6,12 +6,8 @@ import numpy as np
 import pytest
 import ray
 
-from course_lib.param_server import (
-    ParameterStore,
-    ParameterStoreActor,
-    get_result,
-    pull_weights,
-)
+from course_lib.param_server import ParameterStore, ParameterStoreActor, pull_weights
+from course_lib.ray_tools import get_result
 
 
 def weights(scale=1.0):

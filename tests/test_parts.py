@@ -1,7 +1,7 @@
-"""The attendee's pieces train the agent (`course_lib.pieces`): the solutions of notebook 05's
-`Outbox`, notebook 06's `WeightsFollower` and notebook 04's `find_prefix_sum`, taken from the
-notebooks, run inside the real trainers' workers and learner; a wrong piece ends the run with
-one line naming it, never a hang.
+"""The attendee's pieces train the agent (`course_lib.teaching.pieces`): the solutions of
+notebook 05's `Outbox`, notebook 06's `WeightsFollower` and notebook 04's `find_prefix_sum`,
+taken from the notebooks, run inside the real trainers' workers and learner; a wrong piece
+ends the run with one line naming it, never a hang.
 
 The pieces are defined as a notebook defines them (in `__main__`), so Ray pickles them by value,
 and they report to a named actor: what the driver reads there was counted in the workers.
@@ -16,11 +16,11 @@ import nbformat
 import pytest
 import ray
 
-from course_lib import pieces
 from course_lib.apex import ApexConfig, ApexTrainer
-from course_lib.failures import PartFailedError, StartError
+from course_lib.errors import ActorFailedError, StartError
 from course_lib.sac import SACConfig, SACTrainer
-from course_lib.teaching import exercises
+from course_lib.teaching import exercises, pieces
+from course_lib.teaching.pieces import slots_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,9 +117,10 @@ def tally(notebook_main):
 
 
 def test_apex_trains_on_the_attendees_outbox(notebook_main, tally):
-    chosen, said = exercises.yours(outbox=notebook_main["Outbox"])
-    assert said == "explorer send step: yours" and chosen == {"outbox": notebook_main["Outbox"]}
-    result = ApexTrainer.train(APEX, pieces={"outbox": notebook_main["TalliedOutbox"]})
+    chosen, said = exercises.yours(ApexTrainer, outbox=notebook_main["Outbox"])
+    assert said == "explorer send step: yours" and chosen.filled() == ["outbox"]
+    result = ApexTrainer.train(APEX, slots=slots_for(
+        ApexTrainer, {"outbox": notebook_main["TalliedOutbox"]}))
     added = ray.get(tally.read.remote())["added"]
     assert result.last["learner_updates"] > 0
     # every transition the replay reported stored went through the attendee's outbox
@@ -127,18 +128,20 @@ def test_apex_trains_on_the_attendees_outbox(notebook_main, tally):
 
 
 def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
-    _, said = exercises.yours(weights_follower=notebook_main["WeightsFollower"])
+    _, said = exercises.yours(SACTrainer, weights_follower=notebook_main["WeightsFollower"])
     assert said == "weights follower: yours"
-    result = SACTrainer.train(SAC, pieces={"weights_follower": notebook_main["TalliedFollower"]})
+    result = SACTrainer.train(SAC, slots=slots_for(
+        SACTrainer, {"weights_follower": notebook_main["TalliedFollower"]}))
     steps = ray.get(tally.read.remote())["steps"]
     assert result.last["learner_updates"] > 0
     assert steps >= result.last["env_steps"] > 0     # each env step went through its step()
 
 
 def test_apex_samples_through_the_attendees_descent(notebook_main, tally):
-    _, said = exercises.yours(find_prefix_sum=notebook_main["find_prefix_sum"])
+    _, said = exercises.yours(ApexTrainer, find_prefix_sum=notebook_main["find_prefix_sum"])
     assert said == "sum-tree descent: yours"
-    result = ApexTrainer.train(APEX, pieces={"find_prefix_sum": notebook_main["tallied_descent"]})
+    result = ApexTrainer.train(APEX, slots=slots_for(
+        ApexTrainer, {"find_prefix_sum": notebook_main["tallied_descent"]}))
     assert result.last["learner_updates"] > 0
     assert ray.get(tally.read.remote()).get("descents", 0) > 0   # sent from the learner
 
@@ -149,8 +152,9 @@ def test_a_wrong_descent_ends_the_run_with_one_line_naming_it(notebook_main):
 def off_by_one(sums, first_leaf, target):
     return max(0, find_prefix_sum(sums, first_leaf, target) - 1)
 ''', namespace)
-    with pytest.raises(PartFailedError) as caught:
-        ApexTrainer.train(APEX, pieces={"find_prefix_sum": namespace["off_by_one"]})
+    with pytest.raises(ActorFailedError) as caught:
+        ApexTrainer.train(APEX, slots=slots_for(
+            ApexTrainer, {"find_prefix_sum": namespace["off_by_one"]}))
     line = str(caught.value)
     assert re.match(r"^your find_prefix_sum broke its contract in the learner: for target "
                     r"\S+ it found slot \d+, the tree's own descent slot \d+$", line), line
@@ -159,8 +163,8 @@ def off_by_one(sums, first_leaf, target):
 def test_a_blank_exercise_is_left_out_and_said_so(ray_local):
     namespace = {"__name__": "__main__"}
     exec(cell("05", "exercise", "Outbox"), namespace)
-    chosen, said = exercises.yours(outbox=namespace["Outbox"])
-    assert chosen == {}
+    chosen, said = exercises.yours(ApexTrainer, outbox=namespace["Outbox"])
+    assert chosen.filled() == []
     assert said == "explorer send step: course_lib's (yours: not implemented yet.)"
 
 
@@ -191,7 +195,7 @@ class Broken(Outbox):
     def flush(self):
         threading.Event().wait()
 ''', r"^your Outbox did not return from flush\(\) within 2 s in explorer \d "
-     r"\(piece_timeout_s\)$"),
+     r"\(timeout_s\)$"),
 }
 
 
@@ -200,9 +204,9 @@ def test_a_broken_outbox_ends_the_run_with_one_line_naming_it(notebook_main, kin
     source, message = BROKEN[kind]
     namespace = dict(notebook_main)
     exec(source, namespace)
-    with pytest.raises(PartFailedError) as caught:
-        ApexTrainer.train(APEX.updated({"piece_timeout_s": 2.0}),
-                   pieces={"outbox": namespace["Broken"]})
+    with pytest.raises(ActorFailedError) as caught:
+        ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {"outbox": namespace["Broken"]},
+                                                timeout_s=2.0))
     assert re.match(message, str(caught.value)), str(caught.value)
 
 
@@ -217,7 +221,7 @@ class Lazy(WeightsFollower):
         pass
 ''', namespace)
     with pytest.raises(StartError) as caught:
-        SACTrainer.train(SAC, pieces={"weights_follower": namespace["Lazy"]})
+        SACTrainer.train(SAC, slots=slots_for(SACTrainer, {"weights_follower": namespace["Lazy"]}))
     line = str(caught.value)
     assert re.match(r"^rollout worker \d could not start: your WeightsFollower broke its "
                     r"contract in rollout worker \d: it did not pull when created", line), line
@@ -231,12 +235,10 @@ def test_a_hung_piece_does_not_keep_the_process_from_exiting(tmp_path):
     script = tmp_path / "hung.py"
     script.write_text(
         "import threading\n"
-        "from course_lib.failures import PieceError\n"
-        "from course_lib.pieces import Given, Guarded\n"
+        "from course_lib.teaching.pieces import Guarded, PieceError\n"
         "def stuck(total, k, rng):\n"
         "    threading.Event().wait()\n"
-        "given = Given({'stratified_targets': stuck}, 'a test', 0.2)\n"
-        "guarded = Guarded('stratified_targets', given)\n"
+        "guarded = Guarded('stratified_targets', stuck, 0.2, where='a test')\n"
         "try:\n"
         "    guarded.call('stratified_targets()', guarded.cls, 1.0, 4, None)\n"
         "except PieceError as err:\n"
@@ -247,9 +249,22 @@ def test_a_hung_piece_does_not_keep_the_process_from_exiting(tmp_path):
     assert "your stratified_targets did not return" in proc.stdout
 
 
-def test_a_trainer_without_pieces_refuses_them_in_one_line():
+def test_a_trainer_without_slots_refuses_them_in_one_line():
     from course_lib.dqn import DQNConfig, DQNTrainer
+    from course_lib.sac import SACSlots
 
-    with pytest.raises(ValueError, match=r"^pieces: DQNTrainer takes no attendee's pieces; the "
-                                         r"distributed trainers"):
-        DQNTrainer.train(DQNConfig.preset(quick=True), pieces={"polyak": print})
+    with pytest.raises(ValueError, match=r"^slots: DQNTrainer has none; the distributed "):
+        DQNTrainer.train(DQNConfig.preset(quick=True), slots=SACSlots())
+
+
+def test_a_piece_the_trainer_never_calls_is_refused_before_ray_starts():
+    """Issue 36 item 4: a piece handed to a trainer that never calls it is refused in one line
+    that names the trainer that does, before any actor starts; and `yours` does not report it
+    as yours."""
+    with pytest.raises(ValueError, match=r"^pieces: ApexTrainer never calls your rollout \(the "
+                                         r"trainers that do: sac.SACTrainer"):
+        exercises.yours(ApexTrainer, rollout=print)
+    with pytest.raises(ValueError, match=r"^slots: ApexTrainer never calls rollout \(a part of "
+                                         r"SACSlots\)"):
+        from course_lib.sac import SACSlots
+        ApexTrainer(APEX, slots=SACSlots(rollout=print))

@@ -1,4 +1,4 @@
-"""Notebook 04's pieces train the agent (`course_lib.pieces.replay`): the solutions of
+"""Notebook 04's pieces train the agent (`course_lib.teaching.pieces.replay`): the solutions of
 `stratified_targets`, `importance_weights` and the assembled `prioritized_sample`, taken from the
 notebook, draw the batches of the real Ape-X learner's prioritized buffer; a blank one leaves
 course_lib's in place and says so; a wrong one ends the run with one line naming it. And the
@@ -19,11 +19,11 @@ import test_parts
 from test_parts import APEX, TALLY_ACTOR  # its quick Ape-X and its counting actor
 
 from course_lib.apex import ApexTrainer
-from course_lib.failures import PartFailedError, PieceError
-from course_lib.pieces import Given
-from course_lib.pieces.replay import install
+from course_lib.errors import ActorFailedError
 from course_lib.replay import PrioritizedReplayBuffer
 from course_lib.teaching import exercises
+from course_lib.teaching.pieces import PieceError, slots_for
+from course_lib.teaching.pieces.replay import DrawSlot
 
 tally = test_parts.tally   # the fixture: a fresh counting actor named "tally"
 
@@ -73,8 +73,8 @@ def notebook_main(ray_local):
 
 def test_the_solutions_pass_their_checks_and_yours_says_so():
     namespace = solutions()
-    chosen, said = exercises.yours(**{name: namespace[name] for name in PARTS})
-    assert set(chosen) == set(PARTS)
+    chosen, said = exercises.yours(ApexTrainer, **{name: namespace[name] for name in PARTS})
+    assert chosen.filled() == ["draw"] and set(chosen.draw.pieces) == set(PARTS)
     assert said == ("sum-tree descent: yours; stratified targets: yours; importance weights: "
                     "yours; prioritized sample: yours")
 
@@ -83,8 +83,8 @@ def test_blank_exercises_are_left_out_and_said_so():
     namespace = {"__name__": "__main__"}
     for name in PARTS[1:]:
         exec(cell("exercise", name), namespace)
-    chosen, said = exercises.yours(**{name: namespace[name] for name in PARTS[1:]})
-    assert chosen == {}
+    chosen, said = exercises.yours(ApexTrainer, **{name: namespace[name] for name in PARTS[1:]})
+    assert chosen.filled() == []
     assert said == "; ".join(f"{title}: course_lib's (yours: not implemented yet.)" for title in
                              ("stratified targets", "importance weights", "prioritized sample"))
 
@@ -92,7 +92,7 @@ def test_blank_exercises_are_left_out_and_said_so():
 def test_apex_draws_its_batches_with_the_attendees_steps(notebook_main, tally):
     own = {"stratified_targets": notebook_main["stratified_targets"],
            "importance_weights": notebook_main["importance_weights"]}
-    result = ApexTrainer.train(APEX, pieces=own)
+    result = ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, own))
     counts = ray.get(tally.read.remote())
     assert result.last["learner_updates"] > 0
     # one call of each per batch the learner sampled (the learner's snapshot is taken after)
@@ -101,8 +101,8 @@ def test_apex_draws_its_batches_with_the_attendees_steps(notebook_main, tally):
 
 
 def test_apex_draws_its_batches_with_the_attendees_assembled_sample(notebook_main, tally):
-    result = ApexTrainer.train(
-        APEX, pieces={"prioritized_sample": notebook_main["prioritized_sample"]})
+    result = ApexTrainer.train(APEX, slots=slots_for(
+        ApexTrainer, {"prioritized_sample": notebook_main["prioritized_sample"]}))
     counts = ray.get(tally.read.remote())
     assert result.last["learner_updates"] > 0
     # the assembled sample ran in the learner, and called the attendee's own steps
@@ -137,8 +137,8 @@ def test_a_wrong_piece_ends_the_run_with_one_line_naming_it(notebook_main, tally
     source, message = WRONG[key]
     namespace = dict(notebook_main)
     exec(source, namespace)
-    with pytest.raises(PartFailedError) as caught:
-        ApexTrainer.train(APEX, pieces={key: namespace["wrong"]})
+    with pytest.raises(ActorFailedError) as caught:
+        ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {key: namespace["wrong"]}))
     line = str(caught.value)
     assert re.match(message, line) and "\n" not in line, line
 
@@ -151,16 +151,16 @@ import threading
 def stuck(total, k, rng):
     threading.Event().wait()
 ''', namespace)
-    buffer = filled_buffer()
-    install(Given({"stratified_targets": namespace["stuck"]}, "the learner", 0.5), buffer)
+    buffer = filled_buffer(DrawSlot({"stratified_targets": namespace["stuck"]}, 0.5)())
     with pytest.raises(PieceError, match=r"^your stratified_targets did not return from "
-                       r"stratified_targets\(\) within 0.5 s in the learner \(piece_timeout_s\)$"):
+                       r"stratified_targets\(\) within 0.5 s in the driver \(timeout_s\)$"):
         buffer.sample(8)
 
 
-def filled_buffer() -> PrioritizedReplayBuffer:
-    """A prioritized buffer of 100 numbered items, priorities 0 to 9 (so some are never drawn)."""
-    buffer = PrioritizedReplayBuffer(128, {"x": ((), np.int64)}, seed=0)
+def filled_buffer(draw=None) -> PrioritizedReplayBuffer:
+    """A prioritized buffer of 100 numbered items, priorities 0 to 9 (so some are never drawn),
+    drawing with `draw` (its own if None)."""
+    buffer = PrioritizedReplayBuffer(128, {"x": ((), np.int64)}, seed=0, draw=draw)
     buffer.add({"x": np.arange(100)}, priorities=np.arange(100) % 10)
     return buffer
 
@@ -169,8 +169,7 @@ def filled_buffer() -> PrioritizedReplayBuffer:
 def test_a_buffer_with_a_piece_samples_as_its_own_does(key):
     """The same generator gives the same batch through the attendee's piece as without it."""
     namespace = solutions()
-    own, theirs = filled_buffer(), filled_buffer()
-    install(Given({key: namespace[key]}, "the learner", 30.0), theirs)
+    own, theirs = filled_buffer(), filled_buffer(DrawSlot({key: namespace[key]}, 30.0)())
     for _ in range(5):
         expected, got = own.sample(16, 0.4), theirs.sample(16, 0.4)
         for field in ("x", "indices"):
@@ -178,11 +177,8 @@ def test_a_buffer_with_a_piece_samples_as_its_own_does(key):
         np.testing.assert_allclose(got["weights"], expected["weights"], rtol=1e-6)
 
 
-def test_without_pieces_the_buffer_keeps_its_own_steps():
-    buffer = filled_buffer()
-    install(Given({}, "the learner", 30.0), buffer)
-    assert not {"draw", "stratified_targets", "importance_weights"} & set(vars(buffer))
-    assert "find_prefix_sum" not in vars(buffer.tree)
+def test_without_pieces_the_apex_slots_leave_the_draw_alone():
+    assert slots_for(ApexTrainer, {}).draw is None
 
 
 def test_sections_6_dqn_trains_on_the_attendees_learner_loop(ray_local):

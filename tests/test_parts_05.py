@@ -1,7 +1,7 @@
-"""Notebook 05's parts train the agent (`course_lib.pieces.apex`): the solutions of
+"""Notebook 05's parts train the agent (`course_lib.teaching.pieces.apex`): the solutions of
 `explorer_epsilons`, `updates_allowed` and the find-the-bug `learner_chunks`, taken from the
-notebook, run in a real Ape-X run (the explorers' epsilons in the explorers, the throttle and the
-learner calls in the driver); a blank part falls back to course_lib's and says so; a wrong part
+notebook, run in a real Ape-X run (the explorers' epsilons, the throttle and the learner calls
+in the driver); a blank part falls back to course_lib's and says so; a wrong part
 ends the run with one line naming it, never a hang.
 """
 
@@ -12,9 +12,9 @@ import ray
 
 from course_lib.apex import ApexTrainer
 from course_lib.dqn import epsilon_for_explorer
-from course_lib.failures import PieceError, StartError
-from course_lib.sac import SACConfig, SACTrainer
+from course_lib.sac import SACTrainer
 from course_lib.teaching import exercises
+from course_lib.teaching.pieces import PieceError, slots_for
 from tests.test_parts import APEX, TALLY_ACTOR, cell, notebook_namespace
 
 PARTS = ("explorer_epsilons", "updates_allowed", "learner_chunks")
@@ -55,20 +55,21 @@ def solutions(ray_local):
 
 
 def test_apex_trains_on_the_attendees_05_parts(solutions):
-    chosen, said = exercises.yours(**{name: solutions[name] for name in PARTS})
-    assert set(chosen) == set(PARTS)
+    chosen, said = exercises.yours(ApexTrainer, **{name: solutions[name] for name in PARTS})
+    assert chosen.filled() == ["updates_due", "learner_chunks", "epsilons"]
     assert said == ("explorers' epsilons: yours; driver's throttle: yours; "
                     "driver's learner calls: yours")
     tally = solutions["Tally"].options(name="tally05").remote()
     try:
-        result = ApexTrainer.train(APEX, pieces={"explorer_epsilons": solutions["tallied_epsilons"],
-                                          "updates_allowed": solutions["tallied_throttle"],
-                                          "learner_chunks": solutions["tallied_chunks"]})
+        result = ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {
+            "explorer_epsilons": solutions["tallied_epsilons"],
+            "updates_allowed": solutions["tallied_throttle"],
+            "learner_chunks": solutions["tallied_chunks"]}))
         counts = ray.get(tally.read.remote())
     finally:
         ray.kill(tally)
     calls = solutions["driver_calls"]
-    assert counts["explorer_epsilons"] == APEX.num_workers      # once in each explorer
+    assert counts["explorer_epsilons"] == 1                     # once, in the driver
     assert result.extras["epsilons"] == [epsilon_for_explorer(i, APEX.num_workers)
                                          for i in range(APEX.num_workers)]
     assert calls["updates_allowed"] > 0                         # the driver's throttle ...
@@ -77,8 +78,9 @@ def test_apex_trains_on_the_attendees_05_parts(solutions):
 
 
 def test_blank_parts_are_left_out_and_said_so(ray_local):
-    chosen, said = exercises.yours(**{name: namespace_of("exercise")[name] for name in PARTS})
-    assert chosen == {}
+    chosen, said = exercises.yours(ApexTrainer, **{name: namespace_of("exercise")[name]
+                                                   for name in PARTS})
+    assert chosen.filled() == []
     assert said.startswith("explorers' epsilons: course_lib's (yours: not implemented yet.); "
                            "driver's throttle: course_lib's (yours: not implemented yet.); "
                            "driver's learner calls: course_lib's (yours: the learner's queue "
@@ -89,8 +91,8 @@ WRONG = {
     "explorer_epsilons": ('''
 def wrong(n, eps, alpha):
     return [eps] * (n - 1)
-''', StartError, r"^explorer \d could not start: your explorer_epsilons broke its contract in "
-                 r"explorer \d: it returned 1 epsilons for 2 explorers"),
+''', PieceError, r"^your explorer_epsilons broke its contract in the driver: it returned 1 "
+                 r"epsilons for 2 explorers$"),
     "updates_allowed": ('''
 def wrong(inserted, replay_ratio, batch_size):
     return replay_ratio * inserted / batch_size
@@ -110,15 +112,14 @@ def test_a_wrong_part_ends_the_run_with_one_line_naming_it(ray_local, key):
     namespace = {"__name__": "__main__"}
     exec(source, namespace)
     with pytest.raises(error) as caught:
-        ApexTrainer.train(APEX, pieces={key: namespace["wrong"]})
+        ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {key: namespace["wrong"]}))
     line = str(caught.value)
     assert re.match(message, line) and "\n" not in line, line
 
 
-def test_the_throttle_needs_a_replay_ratio(ray_local, solutions):
+def test_the_throttle_needs_a_replay_ratio(solutions):
     with pytest.raises(ValueError, match=r"^pieces: updates_allowed needs a replay ratio"):
-        SACTrainer.train(SACConfig.preset(quick=True),
-                  pieces={"updates_allowed": solutions["updates_allowed"]})
+        exercises.yours(SACTrainer, updates_allowed=solutions["updates_allowed"])
 
 
 # -- the assembled driver loop in the real driver --------------------------------------------
@@ -142,9 +143,9 @@ def drive_namespace(tag: str = "solution") -> dict:
 
 def test_apex_trains_on_the_attendees_driver_loop(ray_local):
     namespace = drive_namespace()
-    chosen, said = exercises.yours(drive=namespace["drive"])
+    chosen, said = exercises.yours(ApexTrainer, drive=namespace["drive"])
     assert said == "driver's loop: yours"
-    trainer = ApexTrainer(APEX, pieces={"drive": namespace["tallied_drive"]})
+    trainer = ApexTrainer(APEX, slots=slots_for(ApexTrainer, {"drive": namespace["tallied_drive"]}))
     try:
         rows = [trainer.step() for _ in range(3)]
         counters = trainer.counters
@@ -158,8 +159,8 @@ def test_apex_trains_on_the_attendees_driver_loop(ray_local):
 
 
 def test_a_blank_driver_loop_is_left_out_and_said_so(ray_local):
-    chosen, said = exercises.yours(drive=drive_namespace("exercise")["drive"])
-    assert chosen == {} and said.startswith("driver's loop: course_lib's (yours: ")
+    chosen, said = exercises.yours(ApexTrainer, drive=drive_namespace("exercise")["drive"])
+    assert chosen.filled() == [] and said.startswith("driver's loop: course_lib's (yours: ")
 
 
 WRONG_DRIVES = {
@@ -183,7 +184,45 @@ def test_a_wrong_driver_loop_ends_the_run_with_one_line_naming_it(ray_local, kin
     assert old in source
     exec(source.replace(old, new), namespace)
     with pytest.raises(PieceError) as caught:
-        ApexTrainer.train(APEX, pieces={"drive": namespace["drive"]})
+        ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {"drive": namespace["drive"]}))
     line = str(caught.value)
     assert re.match(r"^your drive broke its contract in the driver: " + message, line), line
     assert "\n" not in line
+
+
+OWN_DRIVES = {
+    "asks for no updates": ('''
+def drive(explorers, learner, allowed, chunks, env_steps):
+    inserted = updates = 0
+    while inserted < env_steps:
+        refs = [explorer.run.remote() for explorer in explorers]
+        inserted += sum(ray.get(refs))
+        updates += ray.get(learner.train.remote(0))
+    return inserted, updates
+''', r"it asked the learner for train.remote\(0\): ask for 1 or more updates"),
+    "one explorer at a time": ('''
+def drive(explorers, learner, allowed, chunks, env_steps):
+    inserted = submitted = updates = 0
+    while inserted < env_steps:
+        for explorer in explorers:
+            inserted += ray.get(explorer.run.remote())
+            for n in chunks(allowed(inserted), submitted, 0):
+                updates += ray.get(learner.train.remote(n))
+                submitted += n
+    return inserted, updates
+''', r"its explorers never played at the same time"),
+}
+
+
+@pytest.mark.parametrize("kind", list(OWN_DRIVES))
+def test_a_drive_is_named_for_what_it_asked_of_the_actors(ray_local, kind):
+    """Issue 36 item 6 and issue 38: a drive's calls into the real actors are checked (one
+    asking for 0 updates is named, not blamed on the learner's IndexError), and a drive whose
+    explorers never overlap (a serial loop) fails: concurrency is what the exercise builds."""
+    source, message = OWN_DRIVES[kind]
+    namespace = {"__name__": "__main__"}
+    exec("import ray\n" + source, namespace)
+    with pytest.raises(PieceError) as caught:
+        ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {"drive": namespace["drive"]}))
+    line = str(caught.value)
+    assert re.match(r"^your drive broke its contract in the driver: " + message, line), line

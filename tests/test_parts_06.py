@@ -1,5 +1,6 @@
-"""Notebook 06's pieces train the agent: the solutions of `squashed_log_prob`, `soft_target` and
-`polyak`, taken from the notebook, run inside the real SAC learner (`pieces=`), each checked
+"""Notebook 06's pieces train the agent: the solutions of `squashed_log_prob`, `soft_target`,
+`actor_step` and `polyak`, taken from the notebook, run inside the real SAC learner (its maths
+slots, `sac.SACSlots`), each checked
 against `course_lib`'s at every call; a wrong one ends the run with one line naming it; a blank
 one is left out and said so. Also the find-the-bug and assemble exercises' checks (`actor_step`,
 `rollout`), with the notebook's own cells. The weights follower has its tests in test_parts.py.
@@ -14,12 +15,17 @@ import ray
 import torch
 
 from course_lib import sac
-from course_lib.failures import PartFailedError, PieceError
-from course_lib.pieces import Given
+from course_lib.apex import ApexTrainer
+from course_lib.errors import ActorFailedError
 from course_lib.teaching import exercises
+from course_lib.teaching.pieces import Guarded, PieceError, slots_for
+from course_lib.teaching.pieces.sac import MATHS as GUARDS
 from tests.test_parts import SAC, cell, notebook_main  # noqa: F401  (a fixture)
 
-MATHS = ("squashed_log_prob", "soft_target", "polyak")
+MATHS = ("squashed_log_prob", "soft_target", "actor_step", "polyak")
+#: the piece -> the name of its function in `sac.SACMaths`
+SLOT = {"squashed_log_prob": "squashed_log_prob", "soft_target": "q_target",
+        "actor_step": "actor_step", "polyak": "polyak_update"}
 
 # counts each call in the named actor "tally" (test_parts' Tally), as a notebook would
 TALLIED = '''
@@ -51,9 +57,11 @@ def a_batch(n: int = 64) -> dict[str, np.ndarray]:
 
 
 def updates(given_pieces: dict, n: int = 3) -> sac.SACLearner:
+    """A SACLearner calling the attendee's maths, guarded as in the learner actor."""
     torch.manual_seed(0)
-    learner = sac.SACLearner(3, 1, (16, 16), device="cpu")
-    Given(given_pieces, "the learner", 10.0).sac_maths(learner)
+    maths = sac.SACMaths(**{SLOT[key]: GUARDS[key](Guarded(key, fn, 10.0, where="the learner"))
+                            for key, fn in given_pieces.items()})
+    learner = sac.SACLearner(3, 1, (16, 16), device="cpu", maths=maths)
     for _ in range(n):
         learner.update(a_batch())
     return learner
@@ -81,6 +89,18 @@ def soft_target(reward, terminated, next_q1, next_q2, next_log_prob, alpha, gamm
     return reward + gamma * (torch.max(next_q1, next_q2) - alpha * next_log_prob)
 ''', r"your soft_target broke its contract in the learner: for a batch of 64 transitions it "
      r"gave \S+ where course_lib's gives \S+"),
+    "actor_step": ('''
+def actor_step(actor, critic, optimizer, batch, alpha):
+    obs = batch["obs"]
+    new_action, log_prob = actor(obs)
+    q1, q2 = critic(obs, batch["action"])
+    loss = (alpha * log_prob - torch.min(q1, q2)).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item(), log_prob.detach()
+''', r"your actor_step broke its contract in the learner: its step's loss was \S+ where "
+     r"course_lib's, on the same sample, is \S+$"),
     "polyak": ('''
 def polyak(target, source, tau):
     with torch.no_grad():
@@ -110,15 +130,16 @@ def test_a_maths_piece_that_raises_is_named():
 
 
 def test_the_maths_pieces_are_refused_outside_sac():
-    learner = object()
-    with pytest.raises(ValueError, match=r"pieces: polyak are pieces of SAC's learner"):
-        Given({"polyak": print}, "the learner", 1.0).sac_maths(learner)
+    with pytest.raises(ValueError, match=r"^pieces: ApexTrainer never calls your polyak \(the "
+                                         r"trainers that do: sac.SACTrainer"):
+        slots_for(ApexTrainer, {"polyak": print})
 
 
 def test_blank_maths_exercises_are_left_out_and_said_so(ray_local):
     stubs = notebook_namespace("exercise")
-    chosen, said = exercises.yours(**{name: stubs[name] for name in MATHS})
-    assert chosen == {}
+    names = [name for name in MATHS if name != "actor_step"]     # (a find-the-bug)
+    chosen, said = exercises.yours(sac.SACTrainer, **{name: stubs[name] for name in names})
+    assert chosen.filled() == []
     assert said == ("squashed log-prob: course_lib's (yours: not implemented yet.); "
                     "soft Bellman target: course_lib's (yours: not implemented yet.); "
                     "Polyak target update: course_lib's (yours: not implemented yet.)")
@@ -126,29 +147,33 @@ def test_blank_maths_exercises_are_left_out_and_said_so(ray_local):
 
 def test_sac_trains_on_the_attendees_maths(notebook_main):  # noqa: F811  (the fixture)
     namespace = {**notebook_main, **notebook_namespace("solution")}
-    chosen, said = exercises.yours(**{name: namespace[name] for name in MATHS})
-    assert said == ("squashed log-prob: yours; soft Bellman target: yours; "
-                    "Polyak target update: yours")
+    pieces = {name: namespace[name] for name in MATHS}
+    _, said = exercises.yours(sac.SACTrainer, **pieces)
+    assert said == ("squashed log-prob: yours; soft Bellman target: yours; actor's gradient "
+                    "step: yours; Polyak target update: yours")
     exec(TALLIED, namespace)
     tally = namespace["Tally"].options(name="tally").remote()
     try:
-        tallied = {name: namespace["tallied"](name, fn) for name, fn in chosen.items()}
-        result = sac.SACTrainer.train(SAC, pieces=tallied)
+        tallied = {name: namespace["tallied"](name, fn) for name, fn in pieces.items()}
+        result = sac.SACTrainer.train(SAC, slots=slots_for(sac.SACTrainer, tallied))
         counts = ray.get(tally.read.remote())
     finally:
         ray.kill(tally)
     updates_done = result.last["learner_updates"]
     assert updates_done > 0
-    # every update: two log-probs (s and s'), one target, one Polyak step, in the learner
+    # every update: two log-probs (s and s'), one target, one actor step, one Polyak step, in
+    # the learner
     assert counts["squashed_log_prob"] >= 2 * updates_done
     assert counts["soft_target"] >= updates_done and counts["polyak"] >= updates_done
+    assert counts["actor_step"] >= updates_done
 
 
 def test_a_wrong_maths_piece_ends_a_run_with_one_line(ray_local):
     namespace = notebook_namespace("solution")
     exec(WRONG["soft_target"][0], namespace)
-    with pytest.raises(PartFailedError) as caught:
-        sac.SACTrainer.train(SAC, pieces={"soft_target": namespace["soft_target"]})
+    with pytest.raises(ActorFailedError) as caught:
+        sac.SACTrainer.train(SAC, slots=slots_for(sac.SACTrainer, {
+            "soft_target": namespace["soft_target"]}))
     assert re.match("^" + WRONG["soft_target"][1], str(caught.value)), str(caught.value)
 
 
@@ -192,13 +217,13 @@ def tallied_rollout(env, actor, follower, send, num_steps, send_every, seed):
 
 def test_sac_trains_on_the_attendees_rollout_loop(notebook_main):  # noqa: F811  (the fixture)
     namespace = {**notebook_main, **exercise_namespace("solution", "rollout")}
-    chosen, said = exercises.yours(rollout=namespace["rollout"])
+    chosen, said = exercises.yours(sac.SACTrainer, rollout=namespace["rollout"])
     assert said == "rollout worker's loop: yours"
     exec(TALLIED_ROLLOUT, namespace)
     tally = namespace["Tally"].options(name="tally").remote()
     try:
-        result = sac.SACTrainer.train(SAC.updated({"num_envs": 1}),
-                                      pieces={"rollout": namespace["tallied_rollout"]})
+        result = sac.SACTrainer.train(SAC.updated({"num_envs": 1}), slots=slots_for(
+            sac.SACTrainer, {"rollout": namespace["tallied_rollout"]}))
         counts = ray.get(tally.read.remote())
     finally:
         ray.kill(tally)
@@ -226,9 +251,9 @@ def test_a_broken_rollout_ends_the_run_with_one_line_naming_it(ray_local, kind):
     assert old in source
     namespace = {"__name__": "__main__", "torch": torch, "sac": sac}
     exec(source.replace(old, new), namespace)
-    with pytest.raises(PartFailedError) as caught:
-        sac.SACTrainer.train(SAC.updated({"num_envs": 1, "send_every": 30}),
-                             pieces={"rollout": namespace["rollout"]})
+    with pytest.raises(ActorFailedError) as caught:
+        sac.SACTrainer.train(SAC.updated({"num_envs": 1, "send_every": 30}), slots=slots_for(
+            sac.SACTrainer, {"rollout": namespace["rollout"]}))
     text = str(caught.value)
     assert re.match(r"^your rollout broke its contract in rollout worker \d: " + message,
                     text), text
@@ -239,5 +264,5 @@ def test_the_rollout_piece_asks_for_one_env_per_worker(ray_local):
     namespace = exercise_namespace("solution", "rollout")
     with pytest.raises(Exception, match=r"pieces: rollout plays one env per worker; num_envs "
                                         r"is 2: set num_envs=1"):
-        sac.SACTrainer.train(SAC.updated({"num_envs": 2}),
-                             pieces={"rollout": namespace["rollout"]})
+        sac.SACTrainer.train(SAC.updated({"num_envs": 2}), slots=slots_for(
+            sac.SACTrainer, {"rollout": namespace["rollout"]}))

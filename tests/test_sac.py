@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 from course_lib import cli, results, runs, sac
+from course_lib.distributed.run_actors import actor_resources
 from course_lib.envs import NonFiniteError, check_finite
 from course_lib.nets import get_weights
-from course_lib.placement import actor_resources
 from course_lib.sac import (
     SACConfig,
     SACLearner,
@@ -166,15 +166,14 @@ def test_updates_due_and_resources():
     assert updates_due(1500, 1.0, 1000) == 500
     assert updates_due(1500, 0.5, 1000) == 250
     for workers in (1, 2, 4):
-        res = actor_resources(SACConfig(num_workers=workers), {"CPU": 2.0})
+        res = actor_resources(SACConfig(num_workers=workers), 2.0)
         assert res["learner_gpus"] == 0
         assert res["learner"] + res["evaluator"] + workers * res["worker"] <= 2
     # the GPU is asked for when the config says so, not when one happens to be there: on a
     # cluster whose GPU node starts at zero, that request is what launches it
-    assert actor_resources(SACConfig(), {"CPU": 4.0, "GPU": 1.0})["learner_gpus"] == 0
-    assert actor_resources(SACConfig(learner_gpus=1), {"CPU": 4.0})["learner_gpus"] == 1
-    with pytest.raises(ValueError, match="too few"):
-        actor_resources(SACConfig(), {"CPU": 1.0})
+    assert actor_resources(SACConfig(), 4.0)["learner_gpus"] == 0
+    assert actor_resources(SACConfig(learner_gpus=1), 4.0)["learner_gpus"] == 1
+    assert actor_resources(SACConfig(), 1.0)["worker"] == 0
 
 
 def test_uniform_replay_server_for_sac():
@@ -295,20 +294,21 @@ def test_end_to_end_sac_through_the_command_line(tmp_path, capsys, ray_local):
 def test_a_worker_stops_at_a_non_finite_observation(ray_local):
     """The worker's own loop (run in this process, so that it sees the test env) refuses the
     first NaN observation, naming the env and the step."""
+    from course_lib.distributed import POLICY
     from course_lib.param_server import ParameterStoreActor
     from course_lib.replay import ReplayStoreActor, transition_spec
-    from course_lib.roles import POLICY
 
     gym.register("NaNPendulum-v0", entry_point=NaNAfter, kwargs={"after": 150})
     try:
         cfg = SACConfig.preset(quick=True).updated({**TINY, "env_id": "NaNPendulum-v0"})
         spec = transition_spec((3,), action_shape=(1,), action_dtype=np.float32)
-        replay = ReplayStoreActor.options(name="nan-learner").remote(   # stands in for the learner
+        replay = ReplayStoreActor.options(name="nan:learner").remote(   # stands in for the learner
             1000, spec, prioritized=False)
-        params = ParameterStoreActor.options(name="nan-params").remote()
+        params = ParameterStoreActor.options(name="nan:parameter server").remote()
         actor = sac.SquashedGaussianActor(3, 1, tuple(cfg.hidden))
         ray_local.get(params.push.remote(POLICY, get_weights(actor)))
-        worker = sac.RolloutWorker.__ray_actor_class__(0, cfg, "nan", 0, random_steps=10)
+        worker = sac.RolloutWorker.__ray_actor_class__(0, cfg, "nan", 0, sac.SACSlots(),
+                                                        random_steps=10)
         out = worker.run(100)
         assert out["replay_inserted"] == 100 and out["env_steps"] == 100
         with pytest.raises(NonFiniteError, match="NaNPendulum-v0 gave a non-finite "
@@ -336,7 +336,9 @@ def test_a_gpu_learner_on_a_local_instance_without_gpus_is_refused_in_one_line(r
                                                                                 capsys, tmp_path):
     """A local Ray instance has no autoscaler: the learner's GPU would never come, and the run
     would wait for it forever. Refused before any actor starts."""
-    from course_lib.placement import NoGPUError, check_gpus, started_here
+    from course_lib.distributed.run_actors import check_gpus
+    from course_lib.errors import NoGPUError
+    from course_lib.ray_tools import started_here
 
     assert started_here()                       # this test process started the instance
     assert ray_local.cluster_resources().get("GPU", 0) == 0

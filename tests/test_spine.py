@@ -9,7 +9,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from course_lib import config, ray_setup
+from course_lib import config, ray_tools as ray_setup
 from course_lib.progress import LiveProgress
 from course_lib.viz.display import show_diagram, show_source, show_svg
 from course_lib.viz.plotting import plot_comparison, plot_learning_curves

@@ -15,11 +15,10 @@ import torch
 
 from course_lib import apex, dqn, envs, results, runs, sac
 from course_lib.apex import ApexConfig, ApexTrainer
-from course_lib.distributed import WorkerDiedError
 from course_lib.dqn import DQNConfig, DQNLearner, DQNTrainer
+from course_lib.errors import CheckpointError, WorkerDiedError
 from course_lib.nets import set_weights
 from course_lib.param_server import ParameterStoreActor
-from course_lib.runs import CheckpointError
 from course_lib.trainer import (
     Counters,
     Snapshot,
@@ -97,7 +96,7 @@ def test_after_a_resume_learning_starts_applies_again_and_the_seeds_change():
     assert resumed.updates_due() == 12_000
     resumed.counters.inserted += 401
     assert resumed.updates_due() == 12_000 + 100
-    assert resumed.seed("worker", 0) != fresh.seed("worker", 0)
+    assert resumed.seed_for("worker", 0) != fresh.seed_for("worker", 0)
     assert derive_seed(0, "evaluation", 1) != derive_seed(0, "evaluation", 2)
 
 
@@ -183,14 +182,19 @@ def test_apex_stops_on_a_confirmed_goal_and_saves_the_weights_that_scored(ray_lo
     assert screened.mean() >= 9.0 and confirmed.mean() == pytest.approx(last["eval_return"])
 
 
-def test_a_worker_never_acts_without_the_learners_weights(ray_local):
+def test_a_worker_never_acts_without_the_learners_weights(ray_local, monkeypatch):
     """The learner's first publish is awaited before any worker starts; a worker that finds
-    no weights refuses to start instead of acting on its own random network."""
-    server = ParameterStoreActor.options(name="nothing-params").remote()
-    learner = ray.remote(object).options(name="nothing-learner").remote()
+    no weights (after waiting a little: a restarted server fills again) refuses to start
+    instead of acting on its own random network."""
+    from course_lib.distributed import WeightsFollower
+
+    monkeypatch.setattr(WeightsFollower, "wait_s", 1.0)
+    server = ParameterStoreActor.options(name="nothing:parameter server").remote()
+    learner = ray.remote(object).options(name="nothing:learner").remote()
     try:
-        with pytest.raises(RuntimeError, match="before the learner published"):
-            apex.Explorer.__ray_actor_class__(0, TINY_APEX, "nothing", 0, epsilon=0.1)
+        with pytest.raises(RuntimeError, match="the learner never published them"):
+            apex.Explorer.__ray_actor_class__(0, TINY_APEX, "nothing", 0, apex.ApexSlots(),
+                                              epsilon=0.1)
     finally:
         ray.kill(server)
         ray.kill(learner)

@@ -30,9 +30,6 @@ from course_lib.dqn.learner import (
     DQNLearner as DQNLearner,
     DQNSettings as DQNSettings,
     DuelingQNet as DuelingQNet,
-    batch_to_tensors as batch_to_tensors,
-    default_device as default_device,
-    device_of as device_of,
     dqn_loss as dqn_loss,
     epsilon_for_explorer as epsilon_for_explorer,
     epsilon_greedy as epsilon_greedy,
@@ -46,7 +43,7 @@ from course_lib.dqn.learner import (
     td_errors as td_errors,
 )
 from course_lib.dqn.trainer import (
-    ALGORITHM as ALGORITHM,
+    SPEC as SPEC,
     DQNConfig as DQNConfig,
     DQNTrainer as DQNTrainer,
 )

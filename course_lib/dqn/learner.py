@@ -20,7 +20,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.envs import env_dims, evaluate_policy, make_env
-from course_lib.nets import adam, get_weights, mlp, to_cpu
+from course_lib.nets import (
+    adam,
+    batch_to_tensors,
+    default_device,
+    device_of,
+    get_weights,
+    mlp,
+    to_cpu,
+)
 from course_lib.trainer import TrainerConfig
 
 
@@ -87,17 +95,6 @@ def make_q_net(env_id: str, hidden: tuple[int, ...]) -> DuelingQNet:
     net = DuelingQNet(*env_dims(env), hidden)
     env.close()
     return net
-
-
-def default_device() -> torch.device:
-    """The first GPU when one is visible, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def device_of(net: nn.Module) -> torch.device:
-    """Where `net`'s parameters live (the CPU for a net without any)."""
-    param = next(net.parameters(), None)
-    return param.device if param is not None else torch.device("cpu")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,12 +194,6 @@ def dqn_loss(q_taken: torch.Tensor, target: torch.Tensor,
     if weights is not None:
         per_sample = weights * per_sample
     return per_sample.mean(), delta.detach().abs()
-
-
-def batch_to_tensors(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    """A replay batch as tensors on `device` (copies: arrays from Ray are read-only)."""
-    return {name: torch.tensor(value, device=device) for name, value in batch.items()
-            if name != "indices"}
 
 
 @torch.no_grad()

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from course_lib.algorithms import AlgoSpec
 from course_lib.dqn.learner import (
     DQNSettings,
     epsilon_greedy_batch,
@@ -24,7 +25,6 @@ from course_lib.envs import EnvBatch, env_dims
 from course_lib.replay.nstep import NStepBuffer, stack_transitions
 from course_lib.replay.prioritized import PrioritizedReplayBuffer
 from course_lib.replay.uniform import transition_spec
-from course_lib.results import Algorithm
 from course_lib.trainer import Trainer, mean_or_nan
 
 
@@ -69,14 +69,14 @@ class DQNTrainer(Trainer):
         # Tiny networks: one thread is fastest, and several threads spin-waiting on a busy
         # laptop (Ray workers, Jupyter) made this loop several times slower.
         torch.set_num_threads(1)
-        torch.manual_seed(self.seed("learner"))
-        self.rng = np.random.default_rng(self.seed("explore"))
-        self.envs = EnvBatch(cfg.env_id, cfg.num_envs, cfg.env_latency_ms, self.seed("env"))
+        torch.manual_seed(self.seed_for("learner"))
+        self.rng = np.random.default_rng(self.seed_for("explore"))
+        self.envs = EnvBatch(cfg.env_id, cfg.num_envs, cfg.env_latency_ms, self.seed_for("env"))
         self.check_env(self.envs.envs[0])
         self.obs_dim, self.n_actions = env_dims(self.envs.envs[0])
         spec = transition_spec((self.obs_dim,), n_step=True)
         self.buffer = PrioritizedReplayBuffer(cfg.buffer_size, spec, alpha=cfg.priority_alpha,
-                                              seed=self.seed("replay"))
+                                              seed=self.seed_for("replay"))
         self.nsteps = [NStepBuffer(cfg.n_step, cfg.gamma) for _ in range(cfg.num_envs)]
         self.learner = make_learner(cfg, self.obs_dim, self.n_actions)
         if restore is not None:
@@ -136,4 +136,4 @@ class DQNTrainer(Trainer):
 
 
 #: what `python -m course_lib train --algo dqn` runs (see `course_lib.cli`)
-ALGORITHM = Algorithm(DQNTrainer, greedy_policy)
+SPEC = AlgoSpec(DQNTrainer, greedy_policy)

@@ -18,7 +18,7 @@ import torch
 
 from course_lib.envs import make_env
 from course_lib.nets import get_weights, set_weights
-from course_lib.param_server import pull_weights
+from course_lib.param_server import ParameterStoreActor, pull_weights
 from course_lib.pg.reinforce import (
     PGConfig,
     PolicyNet,
@@ -29,8 +29,7 @@ from course_lib.pg.reinforce import (
     sample_episodes,
     update_policy,
 )
-from course_lib.pieces import Given
-from course_lib.pieces.param import piece_errors, server, used_by
+from course_lib.ray_tools import one_line_errors
 from course_lib.trainer import derive_seed, evaluation_score
 
 
@@ -52,7 +51,7 @@ class EpisodeSampler:
         self.policy = make_policy(self.env, hidden)
         self.gamma = gamma
         self.version = -1                 # policy version pulled from a parameter server
-        self.given, self.pull = None, None  # the attendee's pull piece, if any (pieces=)
+        self.pull = pull_weights          # how it pulls from a server (`use_pull`)
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         set_weights(self.policy, weights)
@@ -65,16 +64,10 @@ class EpisodeSampler:
         batch["ret"] = discounted_returns(batch["reward"], batch["done"], self.gamma)
         return batch
 
-    def use_pieces(self, pieces: dict, index: int, timeout_s: float) -> None:
-        """Pull through the attendee's pieces (`course_lib.pieces`) from now on."""
-        self.given = Given(pieces, f"rollout worker {index}", timeout_s)
-        self.index, self.pull = index, None
-
-    def pull_piece(self, ps):
-        """The attendee's pull, a drop-in for `pull_weights` (None: use `pull_weights`)."""
-        if self.given is not None and self.pull is None:
-            self.pull = self.given.worker_pull(ps, self.index)
-        return self.pull and self.pull.pull
+    def use_pull(self, make_pull, ps, index: int) -> None:
+        """Pull from `ps` with what `make_pull(ps, index)` builds here (a slot: yours in
+        notebook 03), a drop-in for `pull_weights`, from now on."""
+        self.pull = make_pull(ps, index)
 
     def sample_from_server(self, ps, min_steps: int) -> dict:
         """Like `sample`, but the worker fetches its own weights from the ParameterStoreActor `ps`:
@@ -82,9 +75,8 @@ class EpisodeSampler:
         the weights only when the version changed. The batch adds "versions", the policy
         version each episode was played with."""
         episodes, versions, steps = [], [], 0
-        pull = self.pull_piece(ps) or pull_weights     # the attendee's pull (pieces=), if any
         while steps < min_steps:
-            version, weights = pull(ps, "policy", self.version)
+            version, weights = self.pull(ps, "policy", self.version)
             if weights is not None:
                 self.version = version
                 self.set_weights(weights)
@@ -118,17 +110,24 @@ def make_workers(cfg: PGConfig, policy: PolicyNet) -> list:
     if cfg.num_workers > cpus:
         raise ValueError(f"num_workers={cfg.num_workers} needs {cfg.num_workers} CPUs but the "
                          f"Ray cluster has {cpus:g}; lower num_workers or start Ray with more.")
-    workers = [EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma,
-                                     derive_seed(cfg.seed, "worker", i))
-               for i in range(cfg.num_workers)]
-    weights_ref = ray.put(get_weights(policy))
-    ray.get([w.set_weights.remote(weights_ref) for w in workers])
+    workers = []
+    try:
+        workers += [EpisodeSampler.remote(cfg.env_id, cfg.hidden, cfg.gamma,
+                                          derive_seed(cfg.seed, "worker", i))
+                    for i in range(cfg.num_workers)]
+        weights_ref = ray.put(get_weights(policy))
+        ray.get([w.set_weights.remote(weights_ref) for w in workers])
+    except BaseException:                 # also Ctrl-C while they start: none left behind
+        for w in workers:
+            ray.kill(w)
+        raise
     return workers
 
 
 @contextmanager
 def episode_samplers(cfg: PGConfig, policy: PolicyNet):
-    """`make_workers(cfg, policy)` for the length of a `with` block, killed at its end."""
+    """`make_workers(cfg, policy)` for the length of a `with` block, killed at its end however
+    it ends."""
     workers = make_workers(cfg, policy)
     try:
         yield workers
@@ -256,27 +255,25 @@ def measure_sampling_throughput(cfg: PGConfig, worker_counts: list[int],
 # ---------------------------------------------------------------------------------------------
 
 def train_with_param_server(cfg: PGConfig, ps=None, progress: Callable[[dict], None] | None = None,
-                            pieces: dict | None = None) -> tuple[PolicyNet, list[dict]]:
-    """Asynchronous PG where the weights travel through a ParameterStoreActor `ps` (a new one if
-    None).
+                            make_pull=None) -> tuple[PolicyNet, list[dict]]:
+    """Asynchronous PG where the weights travel through a ParameterStoreActor `ps` (a new one,
+    killed at the end, if None).
 
     The learner (this driver) pushes the policy after every update; workers pull it themselves
     at episode boundaries. Each history row adds "version" (the newest version on the server)
     and "policy_lag" (how many versions behind the batch's episodes were, on average).
-    `pieces` (`course_lib.pieces`, notebook 03): "versioned_weights" serves the weights from the
-    attendee's `VersionedWeights` actor (then no `ps`); "cached_weights" / "prefetched_weights"
-    are the workers' pull (with both, the workers take turns).
+    `make_pull(ps, index)` builds each worker's pull (a slot: yours in notebook 03), a drop-in
+    for `pull_weights`.
     """
-    pieces = used_by("train_with_param_server", pieces)
-    with piece_errors():
-        ps = server(ps, pieces, cfg.piece_timeout_s)
-        policy, optimizer = make_policy_and_optimizer(cfg)
-        version = ray.get(ps.push.remote("policy", get_weights(policy)))
-        history = []
-        with episode_samplers(cfg, policy) as workers:
-            if pieces:
-                ray.get([w.use_pieces.remote(pieces, i, cfg.piece_timeout_s)
-                         for i, w in enumerate(workers)])
+    own_ps = ps is None
+    ps = ParameterStoreActor.remote() if own_ps else ps
+    policy, optimizer = make_policy_and_optimizer(cfg)
+    history = []
+    try:
+        with one_line_errors(), episode_samplers(cfg, policy) as workers:
+            version = ray.get(ps.push.remote("policy", get_weights(policy)))
+            if make_pull is not None:
+                ray.get([w.use_pull.remote(make_pull, ps, i) for i, w in enumerate(workers)])
             start = time.perf_counter()
             in_flight = {w.sample_from_server.remote(ps, cfg.steps_per_worker): w
                          for w in workers}
@@ -289,4 +286,7 @@ def train_with_param_server(cfg: PGConfig, ps=None, progress: Callable[[dict], N
                 if _record(history, start, batch, loss, policy, cfg, progress, version=version,
                            policy_lag=lag):
                     break
+    finally:
+        if own_ps:
+            ray.kill(ps)
     return policy, history

@@ -45,7 +45,6 @@ class PGConfig(Config):
     eval_episodes: int = 10           # episodes per greedy evaluation (fresh seeds each time)
     confirm_episodes: int = 20        # more fresh episodes of the same weights before a stop
     seed: int = 0                     # seeds the network, the workers' envs and their actions
-    piece_timeout_s: float = 30.0     # seconds a call of an attendee's piece (pieces=) may take
 
 
 # ---------------------------------------------------------------------------------------------

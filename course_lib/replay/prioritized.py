@@ -34,6 +34,19 @@ def importance_weights(probs: np.ndarray, beta: float) -> np.ndarray:
     return w / w.max()
 
 
+def draw(tree: SumTree, size: int, batch_size: int, beta: float, rng: np.random.Generator,
+         targets=stratified_targets, descend=SumTree.find_prefix_sum,
+         weights=importance_weights) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of a batch of `batch_size` from the first `size` leaves of `tree`, and their
+    importance weights: one stratified target per segment (`targets`), each descended to its
+    slot (`descend(tree, targets)`), each slot weighted by its probability (`weights`)."""
+    total = tree.total
+    slots = descend(tree, targets(total, batch_size, rng))
+    np.minimum(slots, size - 1, out=slots)  # rounding can step past the last leaf
+    q = tree.leaves(slots)
+    return slots, weights(q / total, beta)
+
+
 class PrioritizedReplayBuffer(ReplayBuffer):
     """Proportional prioritized replay (Schaul et al. 2016) over the same FIFO ring.
 
@@ -59,9 +72,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     Sampling is stratified: the total is cut into batch_size equal segments and one target
     is drawn uniformly in each, so a batch covers the whole range of priorities. Its steps are
-    `draw`: `stratified_targets`, `tree.find_prefix_sum`, then `importance_weights`; an
-    attendee's pieces replace those steps, or `draw` as a whole, on one buffer
-    (`course_lib.pieces.replay`).
+    the module's `draw`: `stratified_targets`, `tree.find_prefix_sum`, then
+    `importance_weights`; a buffer given another `draw` (Ape-X's `draw` slot) samples with it.
 
     `sample` returns the fields plus
       "indices": int64 (B,), the ids of the sampled transitions (see `ReplayBuffer`): pass them
@@ -71,7 +83,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     New transitions get the largest priority q seen so far (1.0 at first), unless given.
     """
 
-    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None):
+    def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None,
+                 draw=None):
         if not alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
         if not eps > 0:
@@ -82,10 +95,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.alpha, self.eps = float(alpha), float(eps)
         self.tree = SumTree(self.capacity)
         self.max_priority = 1.0  # largest stored q so far: what a new transition gets
-
-    #: the steps of `sample`, replaceable on one buffer (`course_lib.pieces.replay`)
-    stratified_targets = staticmethod(stratified_targets)
-    importance_weights = staticmethod(importance_weights)
+        # (tree, size, batch_size, beta, rng) -> (slots, weights); the parameter hides the
+        # module's own `draw`
+        self._draw = draw if draw is not None else globals()["draw"]
 
     def add(self, batch, priorities=None) -> None:
         """Append a batch with priorities (B,) >= 0, or the max priority so far if None."""
@@ -115,13 +127,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return batch
 
     def draw(self, batch_size: int, beta: float, rng) -> tuple[np.ndarray, np.ndarray]:
-        """The slots of a batch and their importance weights: one stratified target per
-        segment, each descended to its slot, each slot weighted by its probability."""
-        total = self.tree.total
-        slots = self.tree.find_prefix_sum(self.stratified_targets(total, batch_size, rng))
-        np.minimum(slots, self.size - 1, out=slots)  # rounding can step past the last leaf
-        q = self.tree.leaves(slots)
-        return slots, self.importance_weights(q / total, beta)
+        """The slots of a batch and their importance weights (the module's `draw`, or the
+        one this buffer was given)."""
+        return self._draw(self.tree, self.size, batch_size, beta, rng)
 
     def update_priorities(self, indices, priorities) -> int:
         """Set new priorities for sampled ids; ids overwritten since are skipped.

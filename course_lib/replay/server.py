@@ -28,9 +28,10 @@ class ReplayStore:
     prioritized_buffer = PrioritizedReplayBuffer
 
     def __init__(self, capacity: int, spec, alpha: float = 0.6, eps: float = 1e-6, seed=None,
-                 prioritized: bool = True):
+                 prioritized: bool = True, draw=None):
         self.prioritized = prioritized            # False: a uniform ReplayBuffer (SAC)
-        self.buffer = (self.prioritized_buffer(capacity, spec, alpha=alpha, eps=eps, seed=seed)
+        self.buffer = (self.prioritized_buffer(capacity, spec, alpha=alpha, eps=eps, seed=seed,
+                                               draw=draw)
                        if prioritized else ReplayBuffer(capacity, spec, seed=seed))
         self.sampled = 0
 

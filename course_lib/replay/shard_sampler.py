@@ -35,7 +35,7 @@ import numpy as np
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from course_lib.param_server import get_result
+from course_lib.ray_tools import get_result
 from course_lib.replay.prioritized import stratified_targets
 from course_lib.replay.server import ShardStoreActor
 from course_lib.replay.sharded import ShardTotals, assemble, check_enough, route_targets

@@ -21,7 +21,7 @@ The maths, one small function each (tests and notebook 06 call exactly these):
 
 A time-limit end (`truncated`) is NOT a terminal state: the target still bootstraps from s'.
 
-The roles, each a Ray actor, fill in the shared bases of `course_lib.roles`: `RolloutWorker`
+The roles, each a Ray actor, fill in the shared bases of `course_lib.distributed`: `RolloutWorker`
 and `SACLearnerActor` (wraps `SACLearner`, a plain class that tests use without Ray, and holds the
 uniform replay buffer); the evaluator and the parameter server are the shared ones. `SACTrainer` is
 the driver (`course_lib.distributed`): it hands out chunks of work and holds the
@@ -37,9 +37,11 @@ from course_lib.sac.learner import (
     LOG_STD_MAX as LOG_STD_MAX,
     LOG_STD_MIN as LOG_STD_MIN,
     SACLearner as SACLearner,
+    SACMaths as SACMaths,
     SquashedGaussianActor as SquashedGaussianActor,
     TwinQ as TwinQ,
     actor_loss as actor_loss,
+    actor_step as actor_step,
     alpha_loss as alpha_loss,
     critic_loss as critic_loss,
     make_learner as make_learner,
@@ -50,10 +52,11 @@ from course_lib.sac.learner import (
     squashed_log_prob as squashed_log_prob,
 )
 from course_lib.sac.parallel import (
-    ALGORITHM as ALGORITHM,
+    SPEC as SPEC,
     RolloutWorker as RolloutWorker,
     SACConfig as SACConfig,
     SACLearnerActor as SACLearnerActor,
+    SACSlots as SACSlots,
     SACTrainer as SACTrainer,
     deterministic_policy as deterministic_policy,
     deterministic_returns as deterministic_returns,

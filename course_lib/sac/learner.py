@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -15,8 +17,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.dqn.learner import batch_to_tensors, default_device, device_of
-from course_lib.nets import adam, get_weights, mlp, to_cpu
+from course_lib.nets import (
+    adam,
+    batch_to_tensors,
+    default_device,
+    device_of,
+    get_weights,
+    mlp,
+    to_cpu,
+)
 
 # ---------------------------------------------------------------------------------------------
 # 1. The policy: a tanh-squashed Gaussian
@@ -66,13 +75,13 @@ class SquashedGaussianActor(nn.Module):
     | ----------------------------- | ------------- | --------------------------------- |
     | `forward(obs, deterministic)` | (B, obs_dim)  | action (B, A) in (-1, 1), log_prob (B,) |
 
-    `squashed_log_prob` is the log-density it uses (an attendee's, given through `pieces`).
+    `log_prob` is the log-density it uses (`squashed_log_prob`, or SAC's slot of that name).
     """
 
-    squashed_log_prob = staticmethod(squashed_log_prob)
-
-    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...] = (128, 128)):
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...] = (128, 128),
+                 log_prob=squashed_log_prob):
         super().__init__()
+        self.log_prob = log_prob
         self.trunk = nn.Sequential(mlp([obs_dim, *hidden], nn.ReLU), nn.ReLU())
         self.mean = nn.Linear(hidden[-1], act_dim)
         self.log_std = nn.Linear(hidden[-1], act_dim)
@@ -80,7 +89,7 @@ class SquashedGaussianActor(nn.Module):
     def forward(self, obs: torch.Tensor, deterministic: bool = False):
         h = self.trunk(obs)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
-        return squashed_gaussian(self.mean(h), log_std, deterministic, self.squashed_log_prob)
+        return squashed_gaussian(self.mean(h), log_std, deterministic, self.log_prob)
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -152,6 +161,22 @@ def alpha_loss(log_alpha: torch.Tensor, log_prob: torch.Tensor,
     return -(log_alpha * (log_prob.detach() + target_entropy)).mean()
 
 
+def actor_step(actor: SquashedGaussianActor, critic: TwinQ, optimizer: torch.optim.Optimizer,
+               batch: dict[str, torch.Tensor], alpha: float | torch.Tensor
+               ) -> tuple[float, torch.Tensor]:
+    """One gradient step of the policy on a batch's states: L_pi (`actor_loss`) on a~, a fresh
+    reparameterised sample of pi(.|s). The critics score a~, not the replay's action: only
+    through an action the actor itself just sampled does their gradient reach the actor.
+    Returns (L_pi, log pi(a~|s) detached: the temperature's loss needs it)."""
+    obs = batch["obs"]
+    new_action, log_prob = actor(obs)
+    loss = actor_loss(log_prob, *critic(obs, new_action), alpha)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item(), log_prob.detach()
+
+
 @torch.no_grad()
 def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """theta' <- (1 - tau) * theta' + tau * theta for every parameter, in place."""
@@ -163,6 +188,17 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
 # 3. One learner update
 # ---------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class SACMaths:
+    """The functions one `SACLearner.update` calls: course_lib's, or those given in their place
+    (`sac.SACSlots`, each checked there against these)."""
+
+    squashed_log_prob: Callable = squashed_log_prob
+    q_target: Callable = q_target
+    actor_step: Callable = actor_step
+    polyak_update: Callable = polyak_update
+
+
 class SACLearner:
     """The actor, twin critics and their Polyak targets, log(alpha), and one update.
 
@@ -173,19 +209,18 @@ class SACLearner:
     | `state_dict()`       | networks, optimisers, log(alpha), update count (checkpoint) |
 
     `batch` holds obs (B, obs_dim), action (B, A) in [-1, 1], reward (B,), next_obs,
-    terminated (B,). The device is the first GPU if one is visible, else the CPU.
-    `q_target` and `polyak_update` are the functions it calls (an attendee's, given through
-    `pieces`; `actor.squashed_log_prob` likewise).
+    terminated (B,). The device is `device`, else the first GPU if one is visible, else the
+    CPU. `maths` holds the functions it calls (`SACMaths`: course_lib's, or SAC's slots).
     """
-
-    q_target, polyak_update = staticmethod(q_target), staticmethod(polyak_update)
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...] = (128, 128),
                  lr: float = 1e-3, alpha_lr: float = 1e-3, init_alpha: float = 1.0,
                  gamma: float = 0.99, tau: float = 0.005,
-                 device: torch.device | str | None = None):
+                 device: torch.device | str | None = None, maths: SACMaths | None = None):
         self.device = torch.device(device) if device is not None else default_device()
-        self.actor = SquashedGaussianActor(obs_dim, act_dim, hidden).to(self.device)
+        self.maths = maths = maths or SACMaths()
+        self.actor = SquashedGaussianActor(obs_dim, act_dim, hidden,
+                                           maths.squashed_log_prob).to(self.device)
         self.critic = TwinQ(obs_dim, act_dim, hidden).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(math.log(init_alpha), device=self.device,
@@ -208,9 +243,9 @@ class SACLearner:
         # -- critics: regress both Q's on the soft Bellman target -----------------------------
         with torch.no_grad():
             next_action, next_log_prob = self.actor(t["next_obs"])
-            y = self.q_target(t["reward"], t["terminated"],
-                              *self.critic_target(t["next_obs"], next_action), next_log_prob,
-                              alpha, self.gamma)
+            y = self.maths.q_target(t["reward"], t["terminated"],
+                                    *self.critic_target(t["next_obs"], next_action),
+                                    next_log_prob, alpha, self.gamma)
         q1, q2 = self.critic(obs, action)
         loss_q = critic_loss(q1, q2, y)
         self.critic_opt.zero_grad()
@@ -218,11 +253,8 @@ class SACLearner:
         self.critic_opt.step()
         # -- actor: the critics are frozen, only the policy moves --------------------------------
         self.critic.requires_grad_(False)
-        new_action, log_prob = self.actor(obs)
-        loss_pi = actor_loss(log_prob, *self.critic(obs, new_action), alpha)
-        self.actor_opt.zero_grad()
-        loss_pi.backward()
-        self.actor_opt.step()
+        loss_pi, log_prob = self.maths.actor_step(self.actor, self.critic, self.actor_opt, t,
+                                                  alpha)
         self.critic.requires_grad_(True)
         # -- temperature: move alpha so the entropy approaches its target ----------------------
         loss_alpha = alpha_loss(self.log_alpha, log_prob, self.target_entropy)
@@ -230,9 +262,9 @@ class SACLearner:
         loss_alpha.backward()
         self.alpha_opt.step()
         # -- targets: a slow Polyak average of the critics ------------------------------------
-        self.polyak_update(self.critic_target, self.critic, self.tau)
+        self.maths.polyak_update(self.critic_target, self.critic, self.tau)
         self.updates += 1
-        return {"critic_loss": loss_q.item(), "actor_loss": loss_pi.item(),
+        return {"critic_loss": loss_q.item(), "actor_loss": float(loss_pi),
                 "alpha": alpha.item(), "entropy": -log_prob.mean().item(),
                 "q_mean": q1.mean().item()}
 
@@ -272,7 +304,8 @@ class LearnerSettings(Protocol):
     tau: float
 
 
-def make_learner(cfg: LearnerSettings, obs_dim: int, act_dim: int, device=None) -> SACLearner:
+def make_learner(cfg: LearnerSettings, obs_dim: int, act_dim: int, device=None,
+                 maths: SACMaths | None = None) -> SACLearner:
     return SACLearner(obs_dim, act_dim, tuple(cfg.hidden), cfg.lr, cfg.alpha_lr, cfg.init_alpha,
-                      cfg.gamma, cfg.tau, device)
+                      cfg.gamma, cfg.tau, device, maths)
 

@@ -6,6 +6,7 @@ ratio. The maths is in `course_lib.sac.learner`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
@@ -14,12 +15,25 @@ import gymnasium as gym
 import numpy as np
 import ray
 
-from course_lib.distributed import DistributedConfig, DistributedTrainer
+from course_lib.algorithms import AlgoSpec
+from course_lib.distributed import (
+    DistributedConfig,
+    DistributedTrainer,
+    LearnerActor,
+    Slots,
+    Worker,
+    WorkerReport,
+    remote_learner,
+)
 from course_lib.envs import check_finite, env_dims, evaluate_policy, make_env
 from course_lib.replay.uniform import transition_spec
-from course_lib.results import Algorithm
-from course_lib.roles import LearnerActor, Worker, remote_learner
-from course_lib.sac.learner import SACLearner, SquashedGaussianActor, make_learner, scale_action
+from course_lib.sac.learner import (
+    SACLearner,
+    SACMaths,
+    SquashedGaussianActor,
+    make_learner,
+    scale_action,
+)
 
 
 @dataclass
@@ -82,6 +96,27 @@ def require_continuous(env: gym.Env) -> None:
 # 5. The actors: rollout workers and the learner
 # ---------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class SACSlots(Slots):
+    """Parallel SAC's slots (`distributed.config.Slots`) and its own; None: course_lib's.
+
+    | slot                | called in             | as              | gives                    |
+    | ------------------- | --------------------- | --------------- | ------------------------ |
+    | `rollout`           | each rollout worker,  | `rollout(worker)`| `.run(num_steps)` ->    |
+    |                     | once                  |                 | a `WorkerReport`         |
+    | `squashed_log_prob`,| the learner, once     | `f()`           | the function of that     |
+    | `q_target`,         |                       |                 | name in `SACMaths`       |
+    | `actor_step`,       |                       |                 |                          |
+    | `polyak_update`     |                       |                 |                          |
+    """
+
+    rollout: Callable | None = None
+    squashed_log_prob: Callable | None = None
+    q_target: Callable | None = None
+    actor_step: Callable | None = None
+    polyak_update: Callable | None = None
+
+
 @ray.remote
 class RolloutWorker(Worker):
     """A worker that plays a ~ pi(.|s) (sampled, not the mean) and sends 1-step transitions.
@@ -93,18 +128,18 @@ class RolloutWorker(Worker):
 
     pull_at_episode_end = True
 
-    def __init__(self, index: int, cfg: SACConfig, prefix: str, seed: int, random_steps: int,
-                 given=None):
-        super().__init__(index, cfg, prefix, seed, given)
+    def __init__(self, index: int, cfg: SACConfig, prefix: str, seed: int, slots: SACSlots,
+                 random_steps: int):
+        super().__init__(index, cfg, prefix, seed, slots)
         self.random_steps = 0 if self.restarted else random_steps
         space = self.envs.envs[0].action_space
         self.low, self.high = space.low, space.high
-        self.own_rollout = given.rollout(self) if given is not None else None
+        self.rollout = slots.rollout(self) if slots.rollout is not None else None
 
-    def run(self, num_steps: int) -> dict:
-        """`Worker.run`, or with the attendee's `rollout` (pieces=) their loop."""
-        if self.own_rollout is not None:
-            return self.own_rollout.run(num_steps)
+    def run(self, num_steps: int) -> WorkerReport:
+        """`Worker.run`, or the `rollout` slot's loop if given."""
+        if self.rollout is not None:
+            return self.rollout.run(num_steps)
         return super().run(num_steps)
 
     def make_net(self, obs_dim: int, act_dim: int) -> SquashedGaussianActor:
@@ -131,12 +166,16 @@ class RolloutWorker(Worker):
 
 @remote_learner
 class SACLearnerActor(LearnerActor):
-    """A SACLearner on uniform batches from the buffer it holds. Ask Ray for a GPU
-    (`SACLearnerActor.options(num_gpus=1)`) and the SACLearner finds it through
-    `torch.cuda.is_available()`; without one it trains on the CPU."""
+    """A SACLearner on uniform batches from the buffer it holds, calling SAC's maths slots
+    where given. Ask Ray for a GPU (`learner_gpus`) and it trains there; without one it trains
+    on the CPU, even where a GPU is visible (`ray_tools.reserved_device`)."""
 
-    def make_learner(self, cfg: SACConfig, obs_dim: int, act_dim: int) -> SACLearner:
-        return make_learner(cfg, obs_dim, act_dim)
+    def make_learner(self, cfg: SACConfig, obs_dim: int, act_dim: int, slots: SACSlots,
+                     device: str) -> SACLearner:
+        given = {name: getattr(slots, name)() for name in ("squashed_log_prob", "q_target",
+                                                            "actor_step", "polyak_update")
+                 if getattr(slots, name) is not None}
+        return make_learner(cfg, obs_dim, act_dim, device, SACMaths(**given))
 
 
 def deterministic_returns(actor: SquashedGaussianActor, env_id: str, episodes: int = 10,
@@ -165,7 +204,7 @@ class SACTrainer(DistributedTrainer):
     """
 
     algo, config_class = "sac", SACConfig
-    Worker, Learner = RolloutWorker, SACLearnerActor
+    Worker, Learner, Slots = RolloutWorker, SACLearnerActor, SACSlots
     worker_name = "rollout worker"
     learner_metrics = ("critic_loss", "actor_loss", "alpha", "entropy", "q_mean")
 
@@ -215,5 +254,5 @@ def deterministic_policy(checkpoint: dict):
     return act
 
 
-#: what `python -m course_lib train --algo sac` runs (see `course_lib.cli`)
-ALGORITHM = Algorithm(SACTrainer, deterministic_policy)
+#: what `python -m course_lib train --algo sac` runs (see `course_lib.algorithms`)
+SPEC = AlgoSpec(SACTrainer, deterministic_policy)

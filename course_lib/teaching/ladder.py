@@ -37,7 +37,7 @@ import torch
 from course_lib.config import Config
 from course_lib.dqn.learner import DuelingQNet, epsilon_greedy_batch
 from course_lib.envs import EnvBatch, env_dims
-from course_lib.ray_setup import init_ray
+from course_lib.ray_tools import init_ray
 from course_lib.sizing import amdahl_ms
 from course_lib.trainer import TrainerConfig, derive_seed
 

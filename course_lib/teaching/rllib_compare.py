@@ -293,7 +293,7 @@ def train_rllib(cfg: RLlibConfig, progress=None, run=None) -> TrainResult:
     history rows match course_lib's. `run`: a `runs.Run` for the progress files (CSV,
     JSON lines, TensorBoard); RLlib checkpoints go to `<run>/checkpoints/`. Starts Ray
     (`init_ray`) if it is not running."""
-    from course_lib.ray_setup import init_ray
+    from course_lib.ray_tools import init_ray
 
     init_ray()
     if run is not None:                    # our rows only: RLlib writes its own checkpoints
@@ -337,7 +337,7 @@ def restore_and_evaluate(checkpoint: str | Path, episodes: int = 10, seed: int =
     require_rllib()
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    from course_lib.ray_setup import init_ray
+    from course_lib.ray_tools import init_ray
 
     init_ray()
     algo = Algorithm.from_checkpoint(str(checkpoint))

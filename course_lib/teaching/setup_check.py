@@ -98,7 +98,8 @@ def check_ray(timeout_s: float = 90.0) -> Check:
     """Start (or reuse) Ray and run one task on it."""
     import ray
 
-    from course_lib.ray_setup import RayStartError, init_ray
+    from course_lib.errors import RayStartError
+    from course_lib.ray_tools import init_ray
     start = time.perf_counter()
     try:
         init_ray(timeout_s=timeout_s)

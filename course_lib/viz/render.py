@@ -87,7 +87,7 @@ def write_gif(frames, path, fps: int = 30) -> None:
 def load_policy(checkpoint_path) -> tuple[dict, dict, object]:
     """(meta, checkpoint, act) of a checkpoint folder or run folder: act(obs) is the policy
     `course_lib evaluate` plays (greedy for DQN and Ape-X, tanh(mean) for SAC)."""
-    from course_lib.results import load_algorithm
+    from course_lib.algorithms import load_algorithm
     from course_lib.runs import load_checkpoint, read_checkpoint_meta
 
     meta = read_checkpoint_meta(checkpoint_path)

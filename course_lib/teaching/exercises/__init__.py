@@ -11,8 +11,9 @@ never raises: it returns a `CheckResult` that shows as a green tick, or as a red
 is wrong and a hint. Each is declared once with `@checker(notebook, exercise, success)` and
 listed in `CHECKERS`, notebook by notebook.
 
-`yours(outbox=Outbox, ...)` hands the attendee's pieces that pass their check to the real
-trainer (`course_lib.pieces`): the check of the piece `<key>` is `check_<key>`;
+`yours(apex.ApexTrainer, outbox=Outbox, ...)` puts the attendee's pieces that pass their check
+in the real trainer's slots (`course_lib.teaching.pieces`): the check of the piece `<key>` is
+`check_<key>`;
 `from_notebook("04", "find_prefix_sum")` brings an earlier notebook's answers along.
 """
 

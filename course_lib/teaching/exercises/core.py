@@ -12,12 +12,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import ray
 
 from course_lib.errors import first_line
-from course_lib.pieces import PIECES, check_keys
+from course_lib.teaching.pieces.guard import PIECES, check_keys
+from course_lib.teaching.pieces.slots import slots_for
 
 
 @dataclass
@@ -106,19 +106,23 @@ def _forbid_ray_get(hint: str):
         ray.get = original
 
 
-def yours(**candidates) -> tuple[dict[str, Any], str]:
-    """(the pieces that pass their exercise's check, one line saying whose each piece is):
-    `yours(outbox=Outbox)` -> ({"outbox": Outbox}, "explorer send step: yours"). A piece that
-    fails its check is left out: the trainer then uses `course_lib`'s."""
+def yours(trainer, **candidates):
+    """(`trainer`'s slots filled with the pieces that pass their exercise's check, one line
+    saying whose each piece is): `yours(apex.ApexTrainer, outbox=Outbox)` -> (ApexSlots with
+    your outbox, "explorer send step: yours"), then `apex.ApexTrainer.train(cfg, slots=...)`;
+    for notebook 03's functions a dict of keyword slots (`sync_sgd(cfg, **slots)`). A piece
+    that fails its check is left out: the trainer then uses `course_lib`'s. A piece the trainer
+    never calls is refused (ValueError, one line)."""
     check_keys(candidates)
+    slots_for(trainer, candidates)                # refuses a piece the trainer never calls
     chosen, said = {}, []
     for key, piece in candidates.items():
         result = CHECKERS[f"check_{key}"](piece)
         if result.passed:
             chosen[key] = piece
-        said.append(f"{PIECES[key][1]}: " + ("yours" if result.passed else
-                                             f"course_lib's (yours: {result.message})"))
-    return chosen, "; ".join(said)
+        said.append(f"{PIECES[key].what}: " + ("yours" if result.passed else
+                                                f"course_lib's (yours: {result.message})"))
+    return slots_for(trainer, chosen), "; ".join(said)
 
 
 def from_notebook(number: str, *names: str, folder: str | Path = ".") -> dict:
@@ -126,11 +130,14 @@ def from_notebook(number: str, *names: str, folder: str | Path = ".") -> dict:
     (its .ipynb in `folder`, the attendee's own copy) defines in an exercise cell, or in a
     solution cell of the source edition; each cell is run as the notebook runs it, in a
     namespace of its own (`__main__`, so that Ray sends it by value). A name the notebook
-    does not define, or whose cell fails, is left out: the run uses `course_lib`'s."""
+    does not define, or whose cell fails, is left out: the run uses `course_lib`'s, and one
+    printed line says so."""
     import nbformat
 
     paths = sorted(Path(folder).glob(f"{number}_*.ipynb"))
     if not paths:
+        print(f"from notebook {number}: no {number}_*.ipynb in {Path(folder).resolve()} (save "
+              f"it there): course_lib's {', '.join(names)} instead")
         return {}
     namespace: dict = {"__name__": "__main__"}
     exec("import numpy as np\nimport ray", namespace)
@@ -147,4 +154,8 @@ def from_notebook(number: str, *names: str, folder: str | Path = ".") -> dict:
         except Exception:                     # an unfinished cell: course_lib's piece
             continue
         found.update({n: namespace[n] for n in defined})
+    missing = [n for n in names if n not in found]
+    if missing:
+        print(f"from notebook {number}: {paths[0].name} has no working {', '.join(missing)} "
+              f"(unfinished, or not saved): course_lib's instead")
     return found

@@ -105,8 +105,8 @@ def check_prioritized_sample(prioritized_sample):
     different batches for different generators."""
     import numpy as np
 
-    from course_lib.pieces.replay import expected_weights, segment_slots
     from course_lib.replay.sumtree import SumTree
+    from course_lib.teaching.pieces.replay import expected_weights, segment_slots
 
     rng = np.random.default_rng(0)
     priorities = rng.random(200) ** 4                 # a few large, many small

@@ -121,7 +121,8 @@ class _PrefersHalf:
          "the actor.")
 def check_actor_step(actor_step):
     """Find the bug: actor_step(actor, critic, optimizer, batch, alpha) is one gradient step of
-    the policy, L_pi = mean(alpha log pi(a~|s) - min(Q1, Q2)(s, a~)), a~ ~ pi(.|s)."""
+    the policy, L_pi = mean(alpha log pi(a~|s) - min(Q1, Q2)(s, a~)), a~ ~ pi(.|s); it returns
+    (L_pi, log pi(a~|s) detached), as `sac.actor_step` does."""
     import copy
 
     import torch
@@ -135,7 +136,7 @@ def check_actor_step(actor_step):
     actor, critic = SquashedGaussianActor(3, 1, (32, 32)), _PrefersHalf()
     reference = copy.deepcopy(actor)
     torch.manual_seed(2)
-    loss = actor_step(actor, critic, torch.optim.SGD(actor.parameters(), lr=1e-2), batch, 0.05)
+    got = actor_step(actor, critic, torch.optim.SGD(actor.parameters(), lr=1e-2), batch, 0.05)
     torch.manual_seed(2)
     new_action, log_prob = reference(batch["obs"])
     expected = actor_loss(log_prob, *critic(batch["obs"], new_action), 0.05)
@@ -155,9 +156,15 @@ def check_actor_step(actor_step):
                       f"mean action from {start:.2f} to {end:.2f}, not towards 0.5.",
                       "Which action do the critics score? The actor's gradient reaches "
                       "min(Q1, Q2) only through an action the actor itself just sampled.")
+    loss = got[0] if isinstance(got, tuple) and len(got) == 2 else got
     if not isinstance(loss, float) or abs(loss - expected.item()) > 1e-4:
         raise _Failed(f"it returned the loss {loss!r}, expected {expected.item():.4f}.",
-                      "Return loss.item(), the loss of the step it took.")
+                      "Return loss.item(), the loss of the step it took, and log_prob.")
+    if not (isinstance(got[1], torch.Tensor) and torch.allclose(got[1], log_prob.detach(),
+                                                                 atol=1e-5)):
+        raise _Failed("it did not return log pi(a~|s) of its sample as its second value.",
+                      "Return (loss.item(), log_prob.detach()): the temperature's update "
+                      "uses the log-probability.")
 
 
 class _RecordingServer:

@@ -1,6 +1,6 @@
 """The guards around notebook 06's pieces: SAC's maths in the learner, the attendee's
-`squashed_log_prob`, `soft_target` and `polyak`, and the rollout workers' loop, their `rollout`
-(see `course_lib.pieces`).
+`squashed_log_prob`, `soft_target`, `actor_step` and `polyak` (SAC's maths slots,
+`sac.SACSlots`), and the rollout workers' loop, their `rollout` (its `rollout` slot).
 
 Each call of the attendee's function is checked against `course_lib`'s on the same tensors,
 every call, and the attendee's result is what the learner then uses (their log-probability
@@ -13,14 +13,15 @@ that each update runs anyway.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 
 import torch
 
 from course_lib.envs import check_finite
-from course_lib.pieces import Given, Guarded
-from course_lib.sac.learner import SACLearner, q_target, squashed_log_prob
+from course_lib.sac.learner import actor_loss, q_target, squashed_log_prob
+from course_lib.teaching.pieces.guard import Guarded
 from course_lib.trainer import derive_seed
 
 #: relative and absolute tolerances: float32 maths in another order; a Polyak step is exact
@@ -100,29 +101,50 @@ class Polyak:
                          "did not move tau of the way to the source:", "polyak")
 
 
-def guard_sac_maths(given: Given, learner) -> None:
-    """Make `learner` (a `SACLearner`) call the attendee's pieces of its maths, those given."""
-    if not isinstance(learner, SACLearner):
-        keys = ", ".join(k for k in ("squashed_log_prob", "soft_target", "polyak")
-                         if k in given.pieces)
-        raise ValueError(f"pieces: {keys} are pieces of SAC's learner; pass them to "
-                         "sac.SACTrainer.train")
-    if "squashed_log_prob" in given.pieces:
-        learner.actor.squashed_log_prob = LogProb(Guarded("squashed_log_prob", given))
-    if "soft_target" in given.pieces:
-        learner.q_target = SoftTarget(Guarded("soft_target", given))
-    if "polyak" in given.pieces:
-        learner.polyak_update = Polyak(Guarded("polyak", given))
+class ActorStep:
+    """The learner's `actor_step(actor, critic, optimizer, batch, alpha)`: the attendee's,
+    checked on every call against the loss course_lib's would have taken on the same noise
+    (their step draws a~ from torch's generator; the check replays that draw on a copy of the
+    actor as it was before their step)."""
+
+    def __init__(self, piece: Guarded):
+        self.piece = piece
+
+    def __call__(self, actor, critic, optimizer, batch, alpha):
+        before, rng = copy.deepcopy(actor), torch.get_rng_state()
+        got = self.piece.call("actor_step()", _with_grad(self.piece.cls, True), actor, critic,
+                              optimizer, batch, alpha)
+        after = torch.get_rng_state()
+        torch.set_rng_state(rng)
+        with torch.no_grad():
+            action, log_prob = before(batch["obs"])
+            expected = actor_loss(log_prob, *critic(batch["obs"], action), alpha)
+        torch.set_rng_state(after)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise self.piece.broke(f"it returned {type(got).__name__}, not (loss, log_prob)")
+        loss, got_log_prob = got
+        if not isinstance(loss, float) or not math.isclose(loss, expected.item(), rel_tol=1e-4,
+                                                           abs_tol=1e-3):
+            raise self.piece.broke(f"its step's loss was {loss!r} where course_lib's, on the "
+                                   f"same sample, is {expected.item():.6g}")
+        _compare(self.piece, got_log_prob, log_prob, "as log_prob")
+        return loss, got_log_prob.detach()
+
+
+#: the SAC learner's slots: the attendee's piece (key) -> its guard
+MATHS = {"squashed_log_prob": LogProb, "soft_target": SoftTarget, "actor_step": ActorStep,
+         "polyak": Polyak}
 
 
 class WorkerEnv:
     """The env a rollout worker lends the attendee's `rollout`: its own env, with the same
-    wait per step (`env_latency_ms`) and finite-value checks as the worker's `EnvBatch`, and
-    every step counted on the worker (its random first steps and pulls go by that count)."""
+    wait per step (`env_latency_ms`) and finite-value checks as the worker's `EnvBatch`, every
+    step counted on the worker (its random first steps go by that count), and each step's
+    true end (`terminated`) kept, to check what the loop sends."""
 
     def __init__(self, worker):
         self.worker, self.env = worker, worker.envs.envs[0]
-        self.seconds, self.steps = worker.envs.seconds, 0
+        self.seconds, self.steps, self.terminated = worker.envs.seconds, 0, []
 
     def reset(self, *, seed=None, options=None):
         return self.env.reset(seed=seed, options=options)
@@ -134,7 +156,7 @@ class WorkerEnv:
         check_finite(out[0], "observation", self.worker.cfg.env_id, self.worker.steps)
         self.steps += 1
         self.worker.steps += 1
-        self.worker.since_pull += 1
+        self.terminated.append(bool(out[2]))
         return out
 
     def __getattr__(self, name):            # action_space, observation_space, spec, ...
@@ -143,13 +165,14 @@ class WorkerEnv:
 
 class Rollout:
     """A SAC rollout worker's `run` from the attendee's `rollout(env, actor, follower, send,
-    num_steps, send_every, seed)` (notebook 06's assemble exercise). The worker lends its parts:
-    its env (`WorkerEnv`), its policy as `actor` (random first steps included), its follower
-    (the attendee's `WeightsFollower` if given, else its own pull rule) and `send` into its
-    outbox. The attendee's loop starts each call from `env.reset(seed)`, so a task plays whole
-    time limits (`num_steps` rounded up to the env's): on Pendulum no episode is cut; where
-    an episode ends early, the one under way when a task ends is cut there (its transitions
-    are kept, its return is not reported)."""
+    num_steps, send_every, seed)` (notebook 06's assemble exercise; SAC's `rollout` slot). The
+    worker lends its parts: its env (`WorkerEnv`), its policy as `actor` (random first steps
+    included), its follower (the attendee's `WeightsFollower` if given, else course_lib's) and
+    `send` into its outbox. The attendee's loop starts each call from `env.reset(seed)`, so a
+    task plays whole time limits (`num_steps` rounded up to the env's): on Pendulum no episode
+    is cut; where an episode ends early, the one under way when a task ends is cut there (its
+    transitions are kept, its return is not reported). Each transition sent must carry its
+    step's true end: `terminated`, not `truncated` (a time-limit end must bootstrap)."""
 
     KEYS = {"obs", "action", "reward", "next_obs", "terminated"}
 
@@ -167,21 +190,25 @@ class Rollout:
                 isinstance(t, dict) and set(t) == self.KEYS for t in transitions):
             raise self.piece.broke(f"send() takes a list of transitions, each a dict of "
                                    f"{sorted(self.KEYS)}")
-        worker = self.worker
-        worker.outbox += transitions
+        flags = self.env.terminated[self.start + self.sent:][:len(transitions)]
+        for j, (t, flag) in enumerate(zip(transitions, flags, strict=False)):
+            if bool(t["terminated"]) != flag:
+                raise self.piece.broke(
+                    f"transition {self.sent + j} of this task says terminated="
+                    f"{bool(t['terminated'])}, but its step's terminated was {flag} (store the "
+                    "env's terminated: a time limit is not a true end)")
+        self.worker.outbox.add(transitions)
         self.sent += len(transitions)
-        sent = worker.send()
-        self.inserted = self.inserted if sent is None else sent
 
-    def run(self, num_steps: int) -> dict:
-        worker, self.inserted, self.sent = self.worker, None, 0
+    def run(self, num_steps: int):
+        worker, self.sent, self.start = self.worker, 0, len(self.env.terminated)
         steps = -(-num_steps // self.limit) * self.limit         # whole time limits
         seed = derive_seed(worker.seed, "rollout", self.calls)
         self.calls += 1
         before = self.env.steps
-        follower = worker.follower or _OwnFollower(worker)
         returns = self.piece.call("rollout()", self.piece.cls, self.env, _Policy(worker),
-                                  follower, self.send, steps, worker.cfg.send_every, seed)
+                                  worker.follower, self.send, steps, worker.cfg.send_every,
+                                  seed)
         played = self.env.steps - before
         if played != steps:
             raise self.piece.broke(f"asked for {steps} steps it played {played}")
@@ -190,7 +217,8 @@ class Rollout:
         if self.sent != played:
             raise self.piece.broke(f"it played {played} steps and sent {self.sent} "
                                    "transitions: one per step, each sent once")
-        return worker.result(played, [float(r) for r in returns], self.inserted)
+        self.env.terminated = []
+        return worker.report(played, [float(r) for r in returns])
 
 
 class _Policy:
@@ -198,10 +226,3 @@ class _Policy:
 
     def __init__(self, worker):
         self.act = worker.act
-
-
-class _OwnFollower:
-    """The worker's own pull rule behind the `step(episode_done)` of a WeightsFollower."""
-
-    def __init__(self, worker):
-        self.step = worker.follow

@@ -1,38 +1,43 @@
-"""The guards around notebook 04's pieces, the steps of a prioritized buffer's `draw`: the
+"""The guards around notebook 04's pieces, the steps of a prioritized buffer's draw: the
 attendee's `stratified_targets`, `find_prefix_sum` and `importance_weights`, or the
-`prioritized_sample` they assembled from them, which replaces `draw` as a whole. Each guard
-checks every call against what the buffer's own step would have given (see `course_lib.pieces`).
+`prioritized_sample` they assembled from them, which replaces the draw as a whole. Together
+they fill Ape-X's `draw` slot (`apex.ApexSlots`); each guard checks every call against what
+the buffer's own step would have given.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from course_lib.pieces import Given, Guarded
-
-#: the pieces that replace one step of the buffer's `draw`
-STEPS = ("stratified_targets", "find_prefix_sum", "importance_weights")
+from course_lib.replay import prioritized
+from course_lib.teaching.pieces.guard import Guarded
 
 
-def install(given: Given, buffer) -> None:
-    """Make the prioritized `buffer` draw its batches through the attendee's pieces in
-    `given`: their `prioritized_sample` if given (it calls their other pieces itself), else each
-    step they gave; nothing without any."""
-    mine = [key for key in (*STEPS, "prioritized_sample") if key in given.pieces]
-    if not mine:
-        return
-    if getattr(buffer, "tree", None) is None:
-        raise ValueError(f"pieces: {', '.join(mine)} need a prioritized replay (Ape-X); this one "
-                         "samples uniformly")
-    if "prioritized_sample" in given.pieces:
-        buffer.draw = Draw(Guarded("prioritized_sample", given), buffer)
-        return
-    if "stratified_targets" in given.pieces:
-        buffer.stratified_targets = Targets(Guarded("stratified_targets", given))
-    if "find_prefix_sum" in given.pieces:
-        buffer.tree.find_prefix_sum = Descent(Guarded("find_prefix_sum", given), buffer.tree)
-    if "importance_weights" in given.pieces:
-        buffer.importance_weights = Weights(Guarded("importance_weights", given))
+class DrawSlot:
+    """Ape-X's `draw` slot from the attendee's replay pieces ({key: piece}): called once in
+    the learner, it gives the prioritized buffer's draw: their `prioritized_sample` if given
+    (it calls their other pieces itself), else `prioritized.draw` with theirs in place of each
+    step they gave."""
+
+    def __init__(self, pieces: dict, timeout_s: float):
+        self.pieces, self.timeout_s = pieces, timeout_s
+
+    def __call__(self):
+        def guarded(key: str) -> Guarded:
+            return Guarded(key, self.pieces[key], self.timeout_s)
+
+        if "prioritized_sample" in self.pieces:
+            return Draw(guarded("prioritized_sample"))
+        steps = {}
+        if "stratified_targets" in self.pieces:
+            steps["targets"] = Targets(guarded("stratified_targets"))
+        if "find_prefix_sum" in self.pieces:
+            steps["descend"] = Descent(guarded("find_prefix_sum"))
+        if "importance_weights" in self.pieces:
+            steps["weights"] = Weights(guarded("importance_weights"))
+        return partial(prioritized.draw, **steps)
 
 
 def as_floats(value, what: str, piece: Guarded, shape: tuple[int, ...]) -> np.ndarray:
@@ -68,14 +73,14 @@ class Targets:
 
 
 class Descent:
-    """A sum tree's `find_prefix_sum(targets)` built from the attendee's one-target descent;
-    checks each slot against the tree's own (vectorised) descent."""
+    """A sum tree's `find_prefix_sum(tree, targets)` built from the attendee's one-target
+    descent; checks each slot against the tree's own (vectorised) descent."""
 
-    def __init__(self, piece: Guarded, tree):
-        self.piece, self.tree = piece, tree
+    def __init__(self, piece: Guarded):
+        self.piece = piece
 
-    def __call__(self, targets: np.ndarray) -> np.ndarray:
-        tree, descend = self.tree, self.piece.cls
+    def __call__(self, tree, targets: np.ndarray) -> np.ndarray:
+        descend = self.piece.cls
         slots = self.piece.call("find_prefix_sum()", lambda: np.array(
             [descend(tree.sums, tree.first_leaf, float(u)) for u in targets], dtype=np.int64))
         expected = type(tree).find_prefix_sum(tree, targets)
@@ -127,16 +132,17 @@ class Weights:
 
 
 class Draw:
-    """A buffer's `draw(batch_size, beta, rng)` from the attendee's
+    """A buffer's draw `(tree, size, batch_size, beta, rng)` from the attendee's
     `prioritized_sample(tree, batch_size, beta, rng)`; checks that slot i lies where segment i of
     the prefix sums does (so: one per segment, never an empty slot) and the weights against
     (P / P_min)^-beta."""
 
-    def __init__(self, piece: Guarded, buffer):
-        self.piece, self.buffer = piece, buffer
+    def __init__(self, piece: Guarded):
+        self.piece = piece
 
-    def __call__(self, batch_size: int, beta: float, rng) -> tuple[np.ndarray, np.ndarray]:
-        tree, last = self.buffer.tree, self.buffer.size - 1
+    def __call__(self, tree, size: int, batch_size: int, beta: float,
+                 rng) -> tuple[np.ndarray, np.ndarray]:
+        last = size - 1
         got = self.piece.call("prioritized_sample()", self.piece.cls, tree, batch_size, beta, rng)
         if not (isinstance(got, tuple) and len(got) == 2):
             raise self.piece.broke(f"it returned {type(got).__name__}, not (slots, weights)")

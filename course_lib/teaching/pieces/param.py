@@ -1,57 +1,24 @@
-"""The guards around notebook 03's pieces (see `course_lib.pieces`): the parameter server's core
-(`VersionedWeights`) behind course_lib's `ParameterStoreActor` interface, a rollout worker's pull
-(`CachedWeights` or `PrefetchedWeights`), the synchronous average (`average_gradients`) and an
-asynchronous data-parallel worker's step (`worker_step`). Each checks its piece's contract as
-the trainer goes, and a failure reaches the driver as the run's one line (`piece_errors`).
+"""The guards around notebook 03's pieces, in the keyword slots of its trainers: the
+parameter server's core (`VersionedWeights`) behind course_lib's `ParameterStoreActor`
+interface (`pg.train_with_param_server(ps=)`), a rollout worker's pull (`CachedWeights` or
+`PrefetchedWeights`: its `make_pull=`), the synchronous average (`average_gradients`:
+`data_parallel.sync_sgd(average=)`) and an asynchronous data-parallel worker's step
+(`worker_step`, with the attendee's `CachedWeights` as its cache if given:
+`data_parallel.async_sgd(make_step=)`). Each checks its piece's contract as the trainer goes;
+a failure reaches the driver as the run's one line (`ray_tools.one_line_errors`).
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import ray
-from ray.exceptions import RayTaskError
 
-from course_lib.failures import PieceError
-from course_lib.param_server import CachedWeights, UnknownNameError
-from course_lib.pieces import Given, Guarded
-
-#: the pieces each notebook-03 trainer takes
-USED_BY = {
-    "train_with_param_server": ("versioned_weights", "cached_weights", "prefetched_weights"),
-    "sync_sgd": ("average_gradients",),
-    "async_sgd": ("worker_step", "cached_weights"),
-}
-
-
-def used_by(trainer: str, pieces: dict | None) -> dict:
-    """`pieces` (a copy) after a one-line ValueError for a key that `trainer` does not take."""
-    from course_lib.pieces import check_keys
-
-    pieces = dict(pieces or {})
-    check_keys(pieces)
-    for key in pieces:
-        if key not in USED_BY[trainer]:
-            raise ValueError(f"pieces: {trainer} does not use {key!r}; it takes "
-                             f"{', '.join(map(repr, USED_BY[trainer]))}")
-    return pieces
-
-
-@contextmanager
-def piece_errors():
-    """A `PieceError` raised in an actor reaches the driver inside `RayTaskError`s (one per
-    actor it crossed): re-raise it as itself, its one line."""
-    try:
-        yield
-    except RayTaskError as err:
-        cause = err
-        while isinstance(cause, RayTaskError) and cause.cause is not None:
-            cause = cause.cause
-        if isinstance(cause, PieceError):
-            raise PieceError(str(cause)) from None
-        raise
-
+from course_lib.errors import UnknownNameError
+from course_lib.param_server import CachedWeights
+from course_lib.teaching.pieces.apex import DriverSlot
+from course_lib.teaching.pieces.guard import Guarded
 
 # -- the parameter server: the attendee's VersionedWeights ------------------------------------
 
@@ -63,8 +30,8 @@ class VersionedServer:
     version is `ray.put` once, as `ParameterStoreActor` does, so callers get an ObjectRef."""
 
     def __init__(self, handle, timeout_s: float):
-        self.piece = Guarded("versioned_weights", Given({"versioned_weights": handle},
-                                                        "the parameter server", timeout_s))
+        self.piece = Guarded("versioned_weights", handle, timeout_s,
+                             where="the parameter server")
         self.name, self.latest, self.ref = None, 0, None
 
     def _ask(self, method: str, *args):
@@ -107,17 +74,9 @@ class VersionedServer:
         return self.latest
 
 
-def server(ps, pieces: dict, timeout_s: float):
-    """The trainer's parameter server: `ps` if given, else the attendee's `VersionedWeights`
-    behind a `VersionedServer` (pieces["versioned_weights"]), else a new `ParameterStoreActor`."""
-    from course_lib.param_server import ParameterStoreActor
-
-    cls = pieces.get("versioned_weights")
-    if cls is None:
-        return ps if ps is not None else ParameterStoreActor.remote()
-    if ps is not None:
-        raise ValueError("pieces: give either a parameter server or "
-                         "pieces['versioned_weights'], not both")
+def server(cls, timeout_s: float):
+    """The `ps` of `pg.train_with_param_server`: the attendee's `VersionedWeights` actor class
+    `cls`, started, behind a `VersionedServer` (both end when the last handle is dropped)."""
     if not hasattr(cls, "remote"):
         raise ValueError("pieces: versioned_weights must be a Ray actor class "
                          "(decorate VersionedWeights with @ray.remote)")
@@ -217,25 +176,33 @@ class Prefetched:
         return self.held, (weights if changed else None)
 
 
-def worker_pull(given: Given, ps, index: int):
-    """Rollout worker `index`'s pull piece (None: course_lib's `pull_weights`). With both
-    `cached_weights` and `prefetched_weights` the workers take turns: even ones cached, odd
-    ones prefetched."""
-    kinds = [key for key in ("cached_weights", "prefetched_weights") if key in given.pieces]
-    if not kinds:
-        return None
-    key = kinds[index % len(kinds)]
-    return (Cached if key == "cached_weights" else Prefetched)(Guarded(key, given), ps, "policy")
+@dataclass(frozen=True)
+class PullFactory:
+    """The `make_pull(ps, index)` slot of `pg.train_with_param_server`, built in each rollout
+    worker from the attendee's `CachedWeights` and/or `PrefetchedWeights`: with both, the
+    workers take turns (even ones cached, odd ones prefetched). Returns a drop-in for
+    `pull_weights`."""
+
+    pieces: dict
+    timeout_s: float
+
+    def __call__(self, ps, index: int):
+        kinds = [key for key in ("cached_weights", "prefetched_weights") if key in self.pieces]
+        key = kinds[index % len(kinds)]
+        piece = Guarded(key, self.pieces[key], self.timeout_s, where=f"rollout worker {index}")
+        return (Cached if key == "cached_weights" else Prefetched)(piece, ps, "policy").pull
+
+
+def make_pull(pieces: dict, timeout_s: float) -> PullFactory:
+    return PullFactory({k: v for k, v in pieces.items()
+                        if k in ("cached_weights", "prefetched_weights")}, timeout_s)
 
 
 # -- data parallel: the average, and an asynchronous worker's step ----------------------------
 
-class Averaged:
+class Averaged(DriverSlot):
     """The synchronous loop's average built from the attendee's `average_gradients`; checks
     each result against the element-wise mean."""
-
-    def __init__(self, piece: Guarded):
-        self.piece = piece
 
     def __call__(self, grads_list: list[dict]) -> dict:
         mean = self.piece.call("average_gradients()", self.piece.cls, grads_list)
@@ -293,12 +260,32 @@ class Stepper:
         return ray.get(self.ps.pushed) - 1 - version
 
 
-def stepper(given: Given, ps, compute_gradients, lr: float) -> Stepper:
-    """Data worker's step from pieces["worker_step"], with the attendee's `CachedWeights` as
-    its cache if given (course_lib's otherwise)."""
-    cache = CachedWeights()
-    if "cached_weights" in given.pieces:
-        piece = Guarded("cached_weights", given)
-        piece.build()
-        cache = piece.obj
-    return Stepper(Guarded("worker_step", given), ps, cache, compute_gradients, lr)
+def average(fn, timeout_s: float) -> Averaged:
+    return Averaged("average_gradients", fn, timeout_s)
+
+
+@dataclass(frozen=True)
+class StepFactory:
+    """The `make_step(ps, compute_gradients, lr)` slot of `data_parallel.async_sgd`, built in
+    each data worker: the attendee's `worker_step` (or course_lib's), with their
+    `CachedWeights` as its cache if given (course_lib's otherwise)."""
+
+    pieces: dict
+    timeout_s: float
+
+    def __call__(self, ps, compute_gradients, lr: float) -> Stepper:
+        from course_lib.data_parallel import worker_step
+
+        cache = CachedWeights()
+        if "cached_weights" in self.pieces:
+            piece = Guarded("cached_weights", self.pieces["cached_weights"], self.timeout_s)
+            piece.build()
+            cache = piece.obj
+        step = Guarded("worker_step", self.pieces.get("worker_step", worker_step),
+                       self.timeout_s)
+        return Stepper(step, ps, cache, compute_gradients, lr)
+
+
+def make_step(pieces: dict, timeout_s: float) -> StepFactory:
+    return StepFactory({k: v for k, v in pieces.items()
+                        if k in ("worker_step", "cached_weights")}, timeout_s)
