@@ -158,7 +158,7 @@ def test_explorers_adds_land_while_the_learner_trains(ray_local):
         adding = learner.add.remote(batch, priorities)
         [first], _ = ray.wait([training, adding], num_returns=1, timeout=120)
         assert first == adding and ray.get(adding) == 600
-        assert ray.get(training, timeout=300)["updates"] == 3_000
+        assert ray.get(training, timeout=300).updates == 3_000
         assert ray.get(learner.replay_stats.remote())["inserted"] == 600
     finally:
         ray.kill(learner)
@@ -205,7 +205,7 @@ def test_an_explorer_with_several_envs_keeps_each_envs_n_step_window_apart(ray_l
         gym.registry.pop("Tagged-v0")
         ray.kill(replay)
         ray.kill(params)
-    assert out["env_steps"] == 60 and out["episode_returns"] == [6.0] * 9   # 20 steps per env
+    assert out.env_steps == 60 and out.episode_returns == [6.0] * 9   # 20 steps per env
     obs, next_obs = stored["obs"], stored["next_obs"]
     assert (obs[:, 0] == next_obs[:, 0]).all()                     # same env, same episode
     gap = next_obs[:, 1] - obs[:, 1]

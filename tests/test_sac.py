@@ -310,7 +310,7 @@ def test_a_worker_stops_at_a_non_finite_observation(ray_local):
         worker = sac.RolloutWorker.__ray_actor_class__(0, cfg, "nan", 0, sac.SACSlots(),
                                                         random_steps=10)
         out = worker.run(100)
-        assert out["replay_inserted"] == 100 and out["env_steps"] == 100
+        assert out.replay_inserted == 100 and out.env_steps == 100
         with pytest.raises(NonFiniteError, match="NaNPendulum-v0 gave a non-finite "
                                                  "observation at env step 149"):
             worker.run(100)

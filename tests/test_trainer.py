@@ -15,6 +15,7 @@ import torch
 
 from course_lib import apex, dqn, envs, results, runs, sac
 from course_lib.apex import ApexConfig, ApexTrainer
+from course_lib.distributed import WorkerReport
 from course_lib.dqn import DQNConfig, DQNLearner, DQNTrainer
 from course_lib.errors import CheckpointError, WorkerDiedError
 from course_lib.nets import set_weights
@@ -211,8 +212,8 @@ def bare_apex() -> ApexTrainer:
 
 def book(trainer, i, inserted, restarts=0):
     """Book a 100-step chunk of worker i whose last add left `inserted` in the replay."""
-    out = {"env_steps": 100, "episode_returns": [], "pid": 10 * i + restarts,
-           "restarts": restarts, "replay_inserted": inserted}
+    out = WorkerReport(env_steps=100, episode_returns=[], pid=10 * i + restarts,
+                       restarts=restarts, replay_inserted=inserted)
     trainer._book_collect(ray.put(out), i)
 
 
@@ -274,7 +275,8 @@ def test_a_worker_that_keeps_dying_ends_the_run_with_one_line(ray_local):
 def test_sac_rollout_workers_restart_like_explorers(ray_local):
     cfg = sac.SACConfig.preset(quick=True).updated({
         "num_workers": 1, "hidden": (16, 16), "start_steps": 100, "learning_starts": 200,
-        "batch_size": 32, "worker_chunk": 50, "eval_every_s": 0.5, "eval_episodes": 1})
+        "batch_size": 32, "worker_chunk": 50, "eval_every_s": 0.5, "eval_episodes": 1,
+        "max_time_s": None})                      # stepped by hand, however loaded the machine
     trainer = sac.SACTrainer(cfg)
     try:
         trainer.step()

@@ -45,6 +45,7 @@ from course_lib.distributed.run_actors import (
     check_gpus,
     check_pinning,
     check_room,
+    settled_free_cpus,
 )
 from course_lib.distributed.worker import WorkerReport
 from course_lib.envs import env_dims, make_env
@@ -156,8 +157,9 @@ class DistributedTrainer(Trainer):
         check_gpus(cfg, ray.cluster_resources(), can_add_nodes=not started_here())
         check_pinning(cfg, len(ray.nodes()))
         prefix = f"{self.algo}-{uuid.uuid4().hex[:8]}"    # workers find the others by name
-        cpus = ray.available_resources() if started_here() else ray.cluster_resources()
-        res = self.resources = actor_resources(cfg, cpus.get("CPU", 1.0))
+        cpus = (settled_free_cpus() if started_here()
+                else ray.cluster_resources().get("CPU", 1.0))
+        res = self.resources = actor_resources(cfg, cpus)
         check_room(res, cfg.num_workers, prefix)
         timeout = min(cfg.start_timeout_s, cfg.max_time_s or math.inf)
         self.actors = RunActors(prefix, self.start + timeout, timeout)

@@ -116,6 +116,20 @@ def room_report(prefix: str = "") -> str:
         "them)" if holders else "no actor holds the rest (Ray's own tasks, or a busy machine)"))
 
 
+def settled_free_cpus(timeout_s: float = 10.0) -> float:
+    """The CPUs free on this Ray instance once the actors being killed have let go of theirs
+    (a killed actor frees its CPUs only when its process exits: a run started in the next
+    notebook cell would otherwise see too few), waiting at most `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        total = ray.cluster_resources().get("CPU", 0.0)
+        free = ray.available_resources().get("CPU", 0.0)
+        held = sum(a["cpus"] for a in live_actors() if a["state"] == "ALIVE")
+        if free + held >= total - 1e-6 or time.monotonic() > deadline:
+            return free
+        time.sleep(0.1)
+
+
 def check_room(res: dict[str, float], num_workers: int, prefix: str) -> None:
     """StartError (one line) if the run's actors cannot all be placed on this Ray instance now
     and it cannot grow (started here: no autoscaler): Ray would wait for them forever."""

@@ -13,7 +13,6 @@ that each update runs anyway.
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 
@@ -111,13 +110,14 @@ class ActorStep:
         self.piece = piece
 
     def __call__(self, actor, critic, optimizer, batch, alpha):
-        before, rng = copy.deepcopy(actor), torch.get_rng_state()
+        before = {name: p.detach().clone() for name, p in actor.named_parameters()}
+        rng = torch.get_rng_state()
         got = self.piece.call("actor_step()", _with_grad(self.piece.cls, True), actor, critic,
                               optimizer, batch, alpha)
         after = torch.get_rng_state()
         torch.set_rng_state(rng)
-        with torch.no_grad():
-            action, log_prob = before(batch["obs"])
+        with torch.no_grad():                    # the actor as it was, on the same noise
+            action, log_prob = torch.func.functional_call(actor, before, (batch["obs"],))
             expected = actor_loss(log_prob, *critic(batch["obs"], action), alpha)
         torch.set_rng_state(after)
         if not (isinstance(got, tuple) and len(got) == 2):
