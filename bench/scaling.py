@@ -83,7 +83,7 @@ from bench.scaling_summary import (
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.dqn import DQNTrainer
-from course_lib.results import OutOfTime
+from course_lib.errors import OutOfTime
 
 GOAL = 475.0
 LATENCIES = (0.0, 0.5, 2.0, 5.0)

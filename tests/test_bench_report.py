@@ -609,7 +609,7 @@ def test_a_ladder_run_capped_before_its_first_evaluation_is_a_lower_bound(monkey
     """Ape-X under load may not get one snapshot scored within the cap (`OutOfTime`): the
     run counts as not reached in the cap's seconds, with no env steps and so no bound."""
     from course_lib.apex import ApexConfig
-    from course_lib.results import OutOfTime
+    from course_lib.errors import OutOfTime
 
     scaling = _bench_module("scaling")
     summary = _bench_module("scaling_summary")

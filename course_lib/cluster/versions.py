@@ -22,7 +22,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from course_lib.cluster import lockfile
+import course_lib.cluster.lockfile as lockfile
 from course_lib.cluster.checks import docker_images, load_cluster_yaml
 from course_lib.cluster.common import ClusterConfigError
 from course_lib.workspace import REPO
