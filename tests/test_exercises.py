@@ -250,6 +250,93 @@ class Outbox:
             self._send()
         ray.get(self.sent)
 '''),
+    "flush_does_not_wait": ("check_outbox", "Outbox", "did not wait for its add", '''
+import numpy as np
+
+class Outbox:
+    def __init__(self, replay, send_every, priorities):
+        self.replay, self.send_every, self.priorities = replay, send_every, priorities
+        self.items, self.adding = [], None
+
+    def add(self, transition):
+        self.items.append(transition)
+        if len(self.items) >= self.send_every:
+            self._send()
+
+    def flush(self):
+        if self.items:
+            self._send()
+
+    def _send(self):
+        batch = {k: np.array([t[k] for t in self.items]) for k in self.items[0]}
+        self.items = []
+        if self.adding is not None:
+            ray.get(self.adding)
+        self.adding = self.replay.add.remote(batch, self.priorities(batch))
+'''),
+    "serial_drive": ("check_drive", "drive", "never played at the same time", '''
+def drive(explorers, learner, allowed, chunks, env_steps):
+    inserted = updates = 0
+    while inserted < env_steps or updates < allowed(inserted):
+        for explorer in explorers:
+            if inserted < env_steps:
+                inserted += ray.get(explorer.run.remote())
+        for n in chunks(allowed(inserted), updates, 0):
+            updates += ray.get(learner.train.remote(n))
+    return inserted, updates
+'''),
+    "acting_then_learning": ("check_drive", "drive", "took turns", '''
+def drive(explorers, learner, allowed, chunks, env_steps):
+    inserted = updates = 0
+    while inserted < env_steps or updates < allowed(inserted):
+        if inserted < env_steps:
+            inserted += sum(ray.get([explorer.run.remote() for explorer in explorers]))
+        for n in chunks(allowed(inserted), updates, 0):
+            updates += ray.get(learner.train.remote(n))
+    return inserted, updates
+'''),
+    "terminated_hard_coded": ("check_rollout", "rollout", "terminated=False", '''
+from course_lib import sac
+
+
+def rollout(env, actor, follower, send, num_steps, send_every, seed):
+    low, high = env.action_space.low, env.action_space.high
+    obs, _ = env.reset(seed=seed)
+    outbox, returns, episode_return = [], [], 0.0
+    for _ in range(num_steps):
+        action = actor.act(obs[None])[0]
+        next_obs, reward, terminated, truncated, _ = env.step(sac.scale_action(action, low, high))
+        outbox.append({"obs": obs, "action": action, "reward": reward, "next_obs": next_obs,
+                       "terminated": False})
+        episode_return += reward
+        if len(outbox) >= send_every:
+            send(outbox)
+            outbox = []
+        follower.step(terminated or truncated)
+        if terminated or truncated:
+            returns.append(episode_return)
+            obs, episode_return = env.reset()[0], 0.0
+        else:
+            obs = next_obs
+    if outbox:
+        send(outbox)
+    return returns
+'''),
+    "quick_hard_coded": ("check_launch", "launch", "COURSE_QUICK=0 in this kernel", '''
+import json
+
+from course_lib.workspace import REPO
+
+
+def launch(jobs, algo, env_id, num_workers, stop, results_dir):
+    argv = ["python", "-m", "course_lib", "train", "--algo", algo, "--env", env_id,
+            "--num-workers", str(num_workers), "--stop", json.dumps(stop),
+            "--checkpoint-at-end", "--results-dir", str(results_dir)]
+    job_id = jobs.submit(argv, working_dir=REPO, env_vars={"COURSE_QUICK": "1"})
+    for line in jobs.follow(job_id, timeout_s=600):
+        print(line)
+    return jobs.wait(job_id, timeout_s=60, raise_on_failure=False)
+'''),
     "forgets_its_version": ("check_weights_follower", "WeightsFollower", "known versions", '''
 from course_lib.param_server import pull_into
 
@@ -358,6 +445,12 @@ FIND_THE_BUG = {
     "check_learner_chunks": "calls in flight without bound",
     "check_actor_step": "not towards 0.5",
 }
+# ... and says the symptom first: the faulty line (these words of it) only from the second
+# failed check on
+FAULTY_LINE = {
+    "check_learner_chunks": "in_flight += 1",
+    "check_actor_step": "critic(obs, new_action)",
+}
 
 
 def find_the_bug_groups():
@@ -386,3 +479,23 @@ def test_find_the_bug_fails_on_the_symptom_and_passes_the_fix(ray_local, name, b
     exec(fixed, namespace)
     result = run_check(check, namespace)
     assert result.passed, repr(result)
+
+
+@pytest.mark.parametrize("name", list(FAULTY_LINE))
+def test_find_the_bug_names_the_line_only_on_a_second_failed_run(ray_local, monkeypatch, name):
+    """The first failed check gives the symptom and a way to see it; the second names the line;
+    `quietly` (what `yours` calls) counts no failure."""
+    from course_lib.teaching.exercises import core
+
+    monkeypatch.setattr(core, "FAILED", core.Counter())
+    [(_, buggy, _, _)] = [p.values for p in find_the_bug_groups() if p.id == name]
+    namespace: dict = {}
+    exec(buggy, namespace)
+    piece = namespace[re.search(r"^def (\w+)", buggy, re.M)[1]]
+    check = getattr(exercises, name)
+    assert not check.quietly(piece)
+    first = check(piece)
+    assert not first and FAULTY_LINE[name] not in first.hint, first.hint
+    second = check(piece)
+    assert not second and FAULTY_LINE[name] in second.hint, second.hint
+    assert second.message == first.message

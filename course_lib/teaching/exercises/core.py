@@ -9,6 +9,7 @@ import contextlib
 import functools
 import html
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,9 +43,13 @@ class CheckResult:
 
 
 class _Failed(Exception):
-    def __init__(self, message: str, hint: str):
+    """A mistake found: `message` says what the code did, `hint` where to look. A find-the-bug
+    checker gives `line` too, the hint that names the faulty line: shown from the exercise's
+    second failed check on, so that the first one leaves the attendee the symptom to chase."""
+
+    def __init__(self, message: str, hint: str, line: str | None = None):
         super().__init__(message)
-        self.message, self.hint = message, hint
+        self.message, self.hint, self.line = message, hint, line
 
 
 def require_close(got, expected, message: str, hint: str) -> None:
@@ -58,23 +63,29 @@ def require_close(got, expected, message: str, hint: str) -> None:
 CHECKERS: dict[str, Callable[..., CheckResult]] = {}
 """Every checker by function name, in the order the notebooks use them (notebook 01 first)."""
 
+FAILED: Counter = Counter()
+"""Failed check cells per exercise in this kernel (`checker`; `quietly` does not count)."""
+
 
 def checker(notebook: int, exercise: str, success: str):
     """Declare a checker: the decorated function raises `_Failed` on the first mistake it finds
     and returns normally when the attendee's code is right.
 
     The wrapper turns that into a `CheckResult` and never raises, so Run All goes on past an
-    unfinished exercise: `_Failed` gives its message and hint, `NotImplementedError` (a TODO
-    stub, also when raised inside a Ray task or actor) says "not implemented yet", and any other
-    exception from the attendee's code is reported as one line.
+    unfinished exercise: `_Failed` gives its message and hint (its `line` from the exercise's
+    second failure on), `NotImplementedError` (a TODO stub, also when raised inside a Ray task
+    or actor) says "not implemented yet", and any other exception from the attendee's code is
+    reported as one line. `check.quietly(...)` checks without counting a failure (`yours`).
     """
     def declare(body: Callable[..., None]) -> Callable[..., CheckResult]:
-        @functools.wraps(body)
-        def check(*args, **kwargs) -> CheckResult:
+        def run(count: bool, *args, **kwargs) -> CheckResult:
             try:
                 body(*args, **kwargs)
             except _Failed as fail:
-                return CheckResult(exercise, False, fail.message, fail.hint)
+                FAILED[exercise] += count
+                again = fail.line is not None and FAILED[exercise] >= 2
+                return CheckResult(exercise, False, fail.message, fail.line if again else
+                                   fail.hint)
             except NotImplementedError:
                 return CheckResult(exercise, False, "not implemented yet.",
                                    "Fill in the exercise cell where it says TODO, then run it "
@@ -85,6 +96,11 @@ def checker(notebook: int, exercise: str, success: str):
                                    "Run the exercise cell on a tiny input and read the error.")
             return CheckResult(exercise, True, success)
 
+        @functools.wraps(body)
+        def check(*args, **kwargs) -> CheckResult:
+            return run(True, *args, **kwargs)
+
+        check.quietly = functools.partial(run, False)
         check.notebook, check.exercise = notebook, exercise
         CHECKERS[body.__name__] = check
         return check
@@ -117,7 +133,7 @@ def yours(trainer, **candidates):
     slots_for(trainer, candidates)                # refuses a piece the trainer never calls
     chosen, said = {}, []
     for key, piece in candidates.items():
-        result = CHECKERS[f"check_{key}"](piece)
+        result = CHECKERS[f"check_{key}"].quietly(piece)
         if result.passed:
             chosen[key] = piece
         said.append(f"{PIECES[key].what}: " + ("yours" if result.passed else

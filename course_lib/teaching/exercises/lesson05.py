@@ -94,11 +94,13 @@ class _SlowReplay:
         return self.adds
 
 
-@checker(5, "Outbox", "batches of 50 with priorities, one add in flight, never waiting for it.")
+@checker(5, "Outbox", "batches of 50 with priorities, one add in flight, never waiting for it, "
+         "and a flush that waits until all is stored.")
 def check_outbox(outbox_class):
     """Outbox(replay, send_every, priorities) must send one replay.add.remote(batch, priorities)
     per `send_every` transitions (and the rest on flush), in order, without waiting for that add
-    but with at most one add in flight; flush() returns once everything is stored."""
+    but with at most one add in flight; flush() returns once everything is stored (the stand-in
+    replay logs when each add is done: the last must be done before flush returns)."""
     import numpy as np
 
     def priorities(batch):
@@ -117,6 +119,7 @@ def check_outbox(outbox_class):
             if i == 99:
                 second_send_done = time.time()
         outbox.flush()
+        flushed_at = time.time()
         log = ray.get(replay.log.remote())
     finally:
         ray.kill(replay)
@@ -137,6 +140,11 @@ def check_outbox(outbox_class):
                       "store the batch it had just sent.",
                       "Keep the reference of replay.add.remote(...) and wait for it only before "
                       "the next send.")
+    if log[-1]["done_at"] > flushed_at:
+        raise _Failed(f"flush() returned {log[-1]['done_at'] - flushed_at:.2f} s before the "
+                      "replay actor had stored the last batch: it did not wait for its add, so "
+                      "a run could end with transitions sent but never stored.",
+                      "After sending what is left, ray.get the last add's reference.")
     if log[0]["done_at"] > second_send_done:
         raise _Failed("the second batch was sent while the first add was still running: more "
                       "than one add in flight, so a slow replay actor lets them pile up.",
@@ -169,28 +177,39 @@ def check_learner_chunks(learner_chunks):
         raise _Failed(f"the learner's queue grew to {peak} calls in 10 turns of a driver whose "
                       "learner finishes one call per turn: calls in flight without bound, each "
                       "run long after it was due.",
-                      "Follow `in_flight` through the loop: does it count the calls this loop "
-                      "has just added?")
+                      "Play the check's driver by hand: call it with 300 more due per turn, "
+                      "one call finishing per turn, and print the sizes it returns each turn. "
+                      "How many calls does it think are in flight while it loops?",
+                      line="The loop tests `in_flight < 2` but never counts the calls it has "
+                      "just added: add `in_flight += 1` after each chunk it appends.")
     if learner_chunks(120, 0, 1, 50) != [50]:
         raise _Failed("with one call in flight and 120 updates due it did not send one more.",
                       f"Keep {MAX_LEARNER_CALLS} calls queued, so the learner never waits for "
                       "the driver.")
 
 
+def _pending(refs: list) -> list:
+    """The refs among `refs` whose calls are still running."""
+    return ray.wait(refs, num_returns=len(refs), timeout=0)[1] if refs else []
+
+
 class _Submitted:
     """A stand-in actor's handle for the assembled driver: forwards `method.remote(...)` and
-    records, at each call, how many of the earlier calls were still in flight."""
+    records, at each call, how many of its own earlier calls were still in flight (`log`) and
+    how many explorer calls, of any explorer, were (`playing`: the explorers' refs, shared)."""
 
-    def __init__(self, actor, method: str, log: list):
+    def __init__(self, actor, method: str, log: list, playing: list, overlap: list):
         self.actor, self.method, self.log, self.refs = actor, method, log, []
+        self.playing, self.overlap = playing, overlap
         setattr(self, method, self)
 
     def remote(self, *args):
-        pending = ray.wait(self.refs, num_returns=len(self.refs), timeout=0)[1] if self.refs \
-            else []
+        self.log.append(len(_pending(self.refs)))
+        self.overlap.append(len(_pending(self.playing)))
         ref = getattr(self.actor, self.method).remote(*args)
         self.refs.append(ref)
-        self.log.append(len(pending))
+        if self.method == "run":
+            self.playing.append(ref)
         return ref
 
 
@@ -222,30 +241,36 @@ def stand_ins(num_explorers: int = 3, transitions: int = 100, explore_s: float =
               update_s: float = 0.002):
     """(explorers, learner, in_flight) for trying a driver loop without Ray's trainer: stand-in
     explorers whose `run.remote()` plays `explore_s` and inserts `transitions`, a learner whose
-    `train.remote(n)` takes n * `update_s` and returns n; `in_flight` records, per handle, the
-    calls still in flight each time it was called ("learner", 0, 1, ...)."""
-    in_flight: dict = {"learner": []}
-    explorers = []
+    `train.remote(n)` takes n * `update_s` and returns n. `in_flight` records, each time a
+    handle is called, the calls still in flight: per handle its own ("learner", 0, 1, ...), and
+    the explorers' calls of every explorer, at the explorers' calls ("playing") and at the
+    learner's ("playing while learning")."""
+    in_flight: dict = {"learner": [], "playing": [], "playing while learning": []}
+    explorers, playing = [], []
     for i in range(num_explorers):
         in_flight[i] = []
         explorers.append(_Submitted(_StandInExplorer.remote(transitions, explore_s), "run",
-                                    in_flight[i]))
-    learner = _Submitted(_StandInLearner.remote(update_s), "train", in_flight["learner"])
+                                    in_flight[i], playing, in_flight["playing"]))
+    learner = _Submitted(_StandInLearner.remote(update_s), "train", in_flight["learner"],
+                         playing, in_flight["playing while learning"])
     return explorers, learner, in_flight
 
 
-@checker(5, "drive", "explorers kept busy, the learner fed at the replay ratio, calls bounded.")
+@checker(5, "drive", "explorers playing side by side while the learner trains, the learner fed "
+         "at the replay ratio, calls bounded.")
 def check_drive(drive):
     """Assemble: drive(explorers, learner, allowed, chunks, env_steps) runs the driver's loop
     on stand-in actors with course_lib's throttle and learner chunks, and must end with every
     update the inserted transitions pay for done, one call per explorer and at most two
-    learner calls in flight."""
+    learner calls in flight; the explorers' calls must overlap in time (two or more in flight
+    at once) and the learner must be given work while explorers play (the stand-ins record
+    the calls in flight at each call)."""
     from functools import partial
 
     from course_lib.distributed import MAX_LEARNER_CALLS, learner_chunks
     from course_lib.trainer import updates_due
 
-    explorers, learner, in_flight = stand_ins()
+    explorers, learner, in_flight = stand_ins(explore_s=0.03)
     try:
         allowed = partial(updates_due, ratio=16 / 64, learning_starts=0)
         inserted, updates = drive(explorers, learner, allowed, partial(learner_chunks,
@@ -253,7 +278,7 @@ def check_drive(drive):
     finally:
         for handle in [*explorers, learner]:
             ray.kill(handle.actor)
-    booked = 100 * len(in_flight[0] + in_flight[1] + in_flight[2])
+    booked = 100 * sum(len(in_flight[i]) for i in range(3))
     if inserted != booked or inserted < 3_000:
         raise _Failed(f"it returned {inserted:,} transitions inserted; the explorers' calls "
                       f"made {booked:,} (at least 3,000 asked for).",
@@ -263,6 +288,17 @@ def check_drive(drive):
         if max(in_flight[i], default=0) > 0:
             raise _Failed(f"explorer {i} was given a new call while one was still in flight.",
                           "Start an explorer only when none of its calls is in `tasks`.")
+    if max(in_flight["playing"], default=0) < 1:
+        raise _Failed("its explorers never played at the same time: each run.remote() went out "
+                      "only after the previous explorer call had finished, so three explorers "
+                      "play no faster than one.",
+                      "Send a call to every idle explorer first, then ray.wait for whichever "
+                      "call finishes first.")
+    if max(in_flight["playing while learning"], default=0) < 1:
+        raise _Failed("the learner was given work only while no explorer played: acting and "
+                      "learning took turns instead of running at the same time.",
+                      "Send the learner its chunks while the explorers' calls are in flight; "
+                      "do not wait for every explorer first.")
     if max(in_flight["learner"], default=0) >= MAX_LEARNER_CALLS:
         raise _Failed(f"the learner had {max(in_flight['learner']) + 1} calls in flight.",
                       "Send what `chunks(due, submitted, in_flight)` returns, with `in_flight` "

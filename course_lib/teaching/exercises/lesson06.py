@@ -154,8 +154,12 @@ def check_actor_step(actor_step):
         end = actor(batch["obs"], deterministic=True)[0].mean().item()
         raise _Failed(f"against critics that score a = 0.5 best, 60 steps moved the policy's "
                       f"mean action from {start:.2f} to {end:.2f}, not towards 0.5.",
-                      "Which action do the critics score? The actor's gradient reaches "
-                      "min(Q1, Q2) only through an action the actor itself just sampled.")
+                      "Print the policy's mean action after each of a few steps against these "
+                      "critics: its loss falls, yet the action does not move where the critics "
+                      "point. Through which tensors can the loss's gradient reach the actor?",
+                      line="`critic(obs, batch[\"action\"])` scores the replay's actions, "
+                      "which do not depend on the actor: score its own sample, "
+                      "`critic(obs, new_action)`.")
     loss = got[0] if isinstance(got, tuple) and len(got) == 2 else got
     if not isinstance(loss, float) or abs(loss - expected.item()) > 1e-4:
         raise _Failed(f"it returned the loss {loss!r}, expected {expected.item():.4f}.",
@@ -252,21 +256,41 @@ class _Recorder:
         return getattr(self.env, name)
 
 
+def _ends_once(at: int):
+    """Pendulum with a time limit of 100 steps whose first episode ends for real (terminated,
+    as if the pendulum fell off) at its `at`-th step."""
+    import gymnasium as gym
+
+    class EndsOnce(gym.Wrapper):
+        episodes = t = 0
+
+        def reset(self, **kwargs):
+            self.episodes, self.t = self.episodes + 1, 0
+            return self.env.reset(**kwargs)
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self.t += 1
+            return obs, reward, terminated or (self.episodes, self.t) == (1, at), truncated, info
+
+    return EndsOnce(gym.make("Pendulum-v1", max_episode_steps=100))
+
+
 @checker(6, "rollout",
-         "the policy's action stored, the env's torque played, time limits bootstrapped, "
-         "sent in lists of send_every, the follower told of every step.")
+         "the policy's action stored, the env's torque played, true ends stored and time limits "
+         "bootstrapped, sent in lists of send_every, the follower told of every step.")
 def check_rollout(rollout):
     """rollout(env, actor, follower, send, num_steps, send_every, seed): a rollout worker's
     loop, assembled from the policy's `act`, `sac.scale_action`, the env, `send` and the
-    follower."""
-    import gymnasium as gym
+    follower. The env's first episode ends for real at step 70, its second at its time limit
+    (step 170): the stored `terminated` flags must say which is which."""
     import numpy as np
     import torch
 
     from course_lib.sac.learner import SquashedGaussianActor, scale_action
 
     torch.manual_seed(0)
-    env = _Recorder(env=gym.make("Pendulum-v1"))
+    env = _Recorder(env=_ends_once(70))
     actor = _Recorder(actor=SquashedGaussianActor(3, 1, (16,)))
     follower, send = _Recorder(), _Recorder()
     returns = rollout(env, actor, follower, send, 230, 50, 7)
@@ -289,19 +313,31 @@ def check_rollout(rollout):
         raise _Failed("the stored actions are not the policy's (in [-1, 1]): the critics would "
                       "learn Q of the env's torque while the actor asks them about tanh(u).",
                       "Store the policy's action; only the env gets the scaled one.")
-    if any(bool(t["terminated"]) for t in sent):
+    ends = [i for i, t in enumerate(sent) if bool(t["terminated"])]
+    if 169 in ends:
         raise _Failed("it stored a time-limit end as terminated.",
                       "Store `terminated` only: a truncated step still bootstraps.")
-    if follower.calls != [False] * 199 + [True] + [False] * 30:
+    if 69 not in ends:
+        raise _Failed("the episode that ended for real at step 70 was stored with "
+                      "terminated=False: the critics would bootstrap past a true end.",
+                      "Store the `terminated` that env.step returned for that step.")
+    if ends != [69]:
+        raise _Failed(f"it stored terminated=True at steps {[i + 1 for i in ends if i != 69]}, "
+                      "where no episode ended.",
+                      "Store the `terminated` that env.step returned for that step.")
+    if follower.calls != [False] * 69 + [True] + [False] * 99 + [True] + [False] * 60:
         raise _Failed("the follower was not told of every step, with episode_done True only "
-                      "at the episode's end (step 200).",
+                      "at the episodes' ends (steps 70 and 170).",
                       "Call follower.step(terminated or truncated) after every env step.")
-    if np.allclose(sent[200]["obs"], sent[199]["next_obs"]) or not all(
-            np.allclose(sent[i + 1]["obs"], sent[i]["next_obs"]) for i in range(199)):
+    starts = (70, 170)
+    if any(np.allclose(sent[i]["obs"], sent[i - 1]["next_obs"]) for i in starts) or not all(
+            np.allclose(sent[i + 1]["obs"], sent[i]["next_obs"]) for i in range(229)
+            if i + 1 not in starts):
         raise _Failed("the observations do not chain: each step must start where the last "
                       "ended, and a new episode from env.reset().",
                       "obs = next_obs after a step; obs = env.reset()[0] after an end.")
-    first = float(sum(t["reward"] for t in sent[:200]))
-    if len(returns) != 1 or abs(float(returns[0]) - first) > 1e-3:
-        raise _Failed(f"it returned {returns}, expected the one finished episode's return "
-                      f"[{first:.1f}].", "Sum the rewards of each episode; append at its end.")
+    finished = [float(sum(t["reward"] for t in sent[a:b])) for a, b in ((0, 70), (70, 170))]
+    if len(returns) != 2 or not np.allclose(returns, finished, atol=1e-3):
+        raise _Failed(f"it returned {returns}, expected the two finished episodes' returns "
+                      f"{np.round(finished, 1).tolist()}.",
+                      "Sum the rewards of each episode; append at its end.")

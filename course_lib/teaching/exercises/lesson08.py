@@ -147,21 +147,41 @@ class _RecordedJobs:
         return "SUCCEEDED"
 
 
-@checker(8, "launch", "your entrypoint, submitted with the repository and COURSE_QUICK, its log "
-         "followed to the end.")
+@checker(8, "launch", "your entrypoint, submitted with the repository and this kernel's "
+         "COURSE_QUICK, its log printed as it came and followed to the end.")
 def check_launch(launch):
     """launch(jobs, algo, env_id, num_workers, stop, results_dir) must submit the command line
     of `job_entrypoint` plus --checkpoint-at-end and --results-dir, with the repository as the
-    working directory and this kernel's COURSE_QUICK, follow its log, wait for it and return
-    its final status."""
+    working directory and the kernel's COURSE_QUICK as it is when launch runs (the check runs
+    it with COURSE_QUICK=1, then 0), print the job's log lines, wait for it and return its
+    final status."""
+    import contextlib
+    import io
     import os
+
+    for mode in ("1", "0"):
+        jobs, printed = _RecordedJobs(), io.StringIO()
+        before = os.environ.get("COURSE_QUICK")
+        os.environ["COURSE_QUICK"] = mode
+        try:
+            with contextlib.redirect_stdout(printed):
+                status = launch(jobs, "apex", "CartPole-v1", 2,
+                                {"eval_return": 475, "time_s": 60}, "/tmp/probe-results")
+        finally:
+            if before is None:
+                os.environ.pop("COURSE_QUICK", None)
+            else:
+                os.environ["COURSE_QUICK"] = before
+        _check_launched(jobs, status, mode, printed.getvalue())
+
+
+def _check_launched(jobs: _RecordedJobs, status, mode: str, printed: str) -> None:
+    """What one call of the attendee's launch did, with COURSE_QUICK=`mode` in the kernel."""
     from pathlib import Path
 
     from course_lib import cli
     from course_lib.workspace import REPO
 
-    jobs, stop = _RecordedJobs(), {"eval_return": 475, "time_s": 60}
-    status = launch(jobs, "apex", "CartPole-v1", 2, stop, "/tmp/probe-results")
     kinds = [call[0] for call in jobs.calls]
     if kinds.count("submit") != 1:
         raise _Failed(f"it submitted {kinds.count('submit')} jobs, expected one.",
@@ -182,14 +202,20 @@ def check_launch(launch):
     if working_dir is None or Path(working_dir).resolve() != REPO.resolve():
         raise _Failed(f"it shipped working_dir={working_dir!r}: the job would not find "
                       "course_lib on the cluster.", "working_dir=REPO.")
-    if env_vars.get("COURSE_QUICK") != os.environ.get("COURSE_QUICK", "0"):
-        raise _Failed("the job does not get this kernel's COURSE_QUICK: in quick mode it would "
-                      "train for the full budget.",
-                      "env_vars={'COURSE_QUICK': os.environ.get('COURSE_QUICK', '0')}.")
+    if env_vars.get("COURSE_QUICK") != mode:
+        kernel, job = ("quick", "full") if mode == "1" else ("full", "quick")
+        raise _Failed(f"with COURSE_QUICK={mode} in this kernel the job got COURSE_QUICK="
+                      f"{env_vars.get('COURSE_QUICK')!r}: a {kernel}-mode notebook would "
+                      f"start a {job}-mode job.",
+                      "env_vars={'COURSE_QUICK': os.environ.get('COURSE_QUICK', '0')}, read "
+                      "when launch runs.")
     if ("follow", "raysubmit_probe") not in jobs.calls or ("wait", "raysubmit_probe") not in \
             jobs.calls:
         raise _Failed("it did not follow the job's log and wait for its end.",
                       "for line in jobs.follow(job_id): print(line); then jobs.wait(job_id).")
+    if "probe log line 2" not in printed:
+        raise _Failed("it did not print the job's log lines as they came.",
+                      "for line in jobs.follow(job_id, ...): print(line)")
     if status != "SUCCEEDED":
         raise _Failed(f"it returned {status!r}, not the job's final status.",
                       "Return what jobs.wait(job_id, ...) returns.")
