@@ -16,7 +16,11 @@ The attendee edition (`student_version`) is what attendees open. Each solution c
 collapsed Markdown block placed after its check, so neither Shift+Enter nor Run All executes it;
 outputs of exercise and check cells are cleared, and so are those of the cells tagged
 `prediction` (they measure what a "Predict, then run" prompt asks the attendee to guess, so
-their full-run outputs would spoil it); cells tagged `ci` (the asserts that keep the test run
+their full-run outputs would spoil it) and `yours`, and of every cell that calls
+`exercises.yours(` (they run the attendee's own pieces: the committed run's "yours" is
+course_lib's solutions, not theirs); a code line
+`NAME = value  # attendee edition: other` reads `NAME = other` there, its output cleared (07
+runs its race in quick mode by default); cells tagged `ci` (the asserts that keep the test run
 honest) are left out; the first cell says how to reveal a solution.
 
 `workshop` writes the attendee edition into an attendee's own folder once and never overwrites
@@ -29,6 +33,7 @@ import argparse
 import datetime as dt
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -98,9 +103,13 @@ REVEAL_NOTE = """
 > unfold the worked answer, then type or copy it into the exercise cell and run the check again."""
 
 
-# Code cells whose outputs the attendee edition clears: the attendee's own work, its check, and
-# the measurements that answer a prediction.
-CLEARED_TAGS = {"exercise", "check", "prediction"}
+# Code cells whose outputs the attendee edition clears: the attendee's own work, its check, the
+# measurements that answer a prediction, and the runs of the attendee's own pieces.
+CLEARED_TAGS = {"exercise", "check", "prediction", "yours"}
+YOURS = "exercises.yours("          # a cell that calls it runs the attendee's pieces: cleared too
+#: `NAME = value  # attendee edition: other`: the line the attendee edition has instead
+ATTENDEE_LINE = re.compile(r"^(?P<lead>\s*\w+\s*=\s*)(?P<value>.*?)\s*#\s*attendee edition:\s*"
+                           r"(?P<other>.+)$", re.MULTILINE)
 
 
 def solution_markdown(solution):
@@ -111,12 +120,18 @@ def solution_markdown(solution):
                                          metadata={"tags": ["solution-reveal"]})
 
 
+def attendee_lines(source: str) -> str:
+    """`source` with each `NAME = value  # attendee edition: other` line as `NAME = other`."""
+    return ATTENDEE_LINE.sub(lambda m: f"{m['lead']}{m['other'].strip()}  # instructor "
+                                       f"edition: {m['value']}", source)
+
+
 def student_version(nb):
     """The attendee edition of notebook `nb` (changed in place and returned).
 
     A solution cell moves after the check that follows it, as collapsed Markdown; exercise,
-    check and prediction cells lose their outputs; `ci` cells go; the first cell gets the note
-    on solutions.
+    check, prediction and yours cells lose their outputs; an attendee edition line replaces its
+    instructor line; `ci` cells go; the first cell gets the note on solutions.
     """
     cells, pending = [], []
     for cell in nb.cells:
@@ -126,7 +141,10 @@ def student_version(nb):
         if "solution" in tags:
             pending.append(solution_markdown(cell))
             continue
-        if cell.cell_type == "code" and tags & CLEARED_TAGS:
+        if cell.cell_type == "code" and (tags & CLEARED_TAGS or YOURS in cell.source):
+            cell.outputs, cell.execution_count = [], None
+        if cell.cell_type == "code" and ATTENDEE_LINE.search(cell.source):
+            cell.source = attendee_lines(cell.source)
             cell.outputs, cell.execution_count = [], None
         cells.append(cell)
         if "check" in tags:

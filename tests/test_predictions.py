@@ -48,9 +48,13 @@ def test_the_attendee_edition_hides_the_measured_answers(path):
         copy = shown[cell.id]
         assert copy.outputs == [] and copy.execution_count is None, cell.source[:200]
         assert copy.source == cell.source
+    yours = [c for c in instructor.cells if c.cell_type == "code" and (
+        nbtools.YOURS in c.source or "yours" in c.metadata.get("tags", []))]
+    assert all(shown[c.id].outputs == [] for c in yours), "a run of the attendee's pieces shows"
     others = [c for c in instructor.cells if c.cell_type == "code" and c.outputs
-              and not {"prediction", "exercise", "check", "ci", "solution"}
-              & set(c.metadata.get("tags", []))]
+              and not {"prediction", "exercise", "check", "ci", "solution", "yours"}
+              & set(c.metadata.get("tags", [])) and nbtools.YOURS not in c.source
+              and not nbtools.ATTENDEE_LINE.search(c.source)]
     assert all(shown[c.id].outputs == c.outputs for c in others), "other outputs are kept"
 
 
@@ -63,3 +67,38 @@ def test_a_prediction_cell_loses_its_output_in_the_attendee_edition():
                 "stream", name="stdout", text="42\n")])])
     cell = nbtools.student_version(nb).cells[1]
     assert cell.outputs == [] and cell.execution_count is None
+
+
+def test_the_attendee_edition_clears_runs_of_the_attendees_pieces_and_swaps_its_lines():
+    """A cell that calls `exercises.yours(` (or is tagged `yours`) loses its output: the
+    committed "yours" is course_lib's solutions; `NAME = value  # attendee edition: other`
+    becomes `NAME = other`, its output cleared."""
+    out = [nbformat.v4.new_output("stream", name="stdout", text="explorer send step: yours\n")]
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("own, said = exercises.yours(T, outbox=Outbox)",
+                                  execution_count=1, outputs=out),
+        nbformat.v4.new_code_cell("rollout(env)", execution_count=2, outputs=out,
+                                  metadata={"tags": ["yours"]}),
+        nbformat.v4.new_code_cell("FULL = not quick_mode()  # attendee edition: False\nx = 1",
+                                  execution_count=3, outputs=out),
+        nbformat.v4.new_code_cell("print(1)", execution_count=4, outputs=out)])
+    cells = nbtools.student_version(nb).cells
+    assert [c.outputs for c in cells] == [[], [], [], out]
+    assert cells[2].source == "FULL = False  # instructor edition: not quick_mode()\nx = 1"
+
+
+# A prediction's reading, right under the cell that measures it, is folded (`<details>`) in
+# notebooks 05-08 (01-04 fold theirs the same way), so the answer is not on screen before the run.
+FOLDED_FROM = "05"
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] >= FOLDED_FROM],
+                         ids=lambda p: p.stem)
+def test_a_reading_right_under_a_prediction_is_folded(path):
+    cells = [c for c in nbformat.read(path, as_version=4).cells if not tagged(c, "ci")]
+    for cell, after in zip(cells, cells[1:], strict=False):
+        if tagged(cell, "prediction") and after.cell_type == "markdown":
+            text = after.source.lstrip()
+            assert text.startswith(("#", "<details>")), (
+                f"{path.name}: the prose right under the prediction cell {cell.id} reads its "
+                f"result on screen: fold it in <details> or start a new section:\n{text[:200]}")
