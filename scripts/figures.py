@@ -19,7 +19,8 @@ word is a format spec. A whole table is a generated block, rewritten by `fill` t
 
 `agenda` (slides/INSTRUCTOR.md): per notebook, its "Your turn" and demo minutes (summed from
 its deck's slide titles), its committed full-mode run time and the minutes left for slides in
-its slot. tests/test_narrative.py checks that every value is current and that no measured-looking
+its slot; `day` (the same guide): each notebook's material against its slot (scripts/day.py).
+tests/test_narrative.py checks that every value is current and that no measured-looking
 number stands outside a marker.
 """
 
@@ -126,7 +127,15 @@ def agenda_block() -> str:
     return "\n".join(lines) + "\n"
 
 
-BLOCKS = {"agenda": agenda_block}
+def _day_block() -> str:
+    if __package__:
+        from scripts.day import day_block
+    else:                                   # run as a file: its folder is first on sys.path
+        from day import day_block
+    return day_block()
+
+
+BLOCKS = {"agenda": agenda_block, "day": _day_block}
 
 
 def filled(text: str) -> str:
