@@ -178,20 +178,26 @@ lock: $(STAMP)
 # lock's versions and hashes, uv, the build backend and the workshop itself, for
 # `make lab WHEELHOUSE=wheelhouse`. For this machine's OS, CPU and Python: build one per kind
 # of machine the attendees bring. torch: the build TORCH chooses (the CPU build on Linux
-# without a GPU, from TORCH_INDEX).
+# without a GPU, from TORCH_INDEX). The list is what uv would install into a fresh venv that
+# has that torch (so the CPU build brings no CUDA libraries), with the lock's hashes.
 WHEEL_EXTRAS ?= attendee,rllib
+WHEEL_VENV   := build/wheelhouse-venv
 wheelhouse: | $(UV)
 	mkdir -p wheelhouse
-	echo "setuptools>=68" > wheelhouse/build.in
-	$(UV) pip compile --quiet pyproject.toml wheelhouse/build.in \
-	    $(foreach extra,$(subst $(comma), ,$(WHEEL_EXTRAS)),--extra $(extra)) \
-	    -c $(LOCK) --python $(BIN)/python --generate-hashes --no-header \
-	    $(if $(filter cpu,$(TORCH_BUILD)),--no-emit-package torch,) -o wheelhouse/requirements.txt
+	rm -rf $(WHEEL_VENV) && $(UV) venv -q --python $(BIN)/python $(WHEEL_VENV)
+	$(if $(filter cpu,$(TORCH_BUILD)),$(UV) pip install -q --python $(WHEEL_VENV)/bin/python \
+	    --no-deps $(TORCH_FROM) "$(TORCH_PIN)",@true)
+	$(UV) pip install --python $(WHEEL_VENV)/bin/python --dry-run -c $(LOCK) \
+	    -e ".[$(WHEEL_EXTRAS)]" "setuptools>=68" > $(WHEEL_VENV)/dry-run.txt 2>&1
+	sed -n 's/^ + //p' $(WHEEL_VENV)/dry-run.txt | grep -v '^course-lib' > wheelhouse/wanted.txt
+	$(UV) pip compile --quiet wheelhouse/wanted.txt --no-deps -c $(LOCK) --generate-hashes \
+	    --python $(WHEEL_VENV)/bin/python --no-header -o wheelhouse/requirements.txt
 	$(BIN)/python -m pip download -q --require-hashes --no-deps --dest wheelhouse \
 	    -r wheelhouse/requirements.txt -r $(UV_LOCK)
 	$(if $(filter cpu,$(TORCH_BUILD)),$(BIN)/python -m pip download -q --no-deps \
 	    --dest wheelhouse $(TORCH_FROM) "$(TORCH_PIN)",@true)
 	$(BIN)/python -m pip wheel -q --no-deps --wheel-dir wheelhouse .
+	rm -rf $(WHEEL_VENV)
 	@echo "wheelhouse/: $$(ls wheelhouse/*.whl | wc -l) wheels, $$(du -sh wheelhouse | cut -f1)"
 
 # Every benchmark against its reference, then bench/RESULTS.md and bench/figures/ (long: run it
