@@ -24,8 +24,8 @@ WHEELHOUSE ?=
 FROM_WHEELHOUSE := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
 # torch. TORCH=auto (the default): the CPU build on Linux without an NVIDIA GPU (no
-# nvidia-smi), ~200 MB instead of PyPI's CUDA build (~900 MB of torch and ~2.7 GB of CUDA
-# libraries); elsewhere PyPI's build (macOS: the only one; Linux with a GPU: CUDA).
+# nvidia-smi), 755 MiB installed instead of PyPI's CUDA build (1.1 GiB of torch and 2.7 GiB of
+# NVIDIA libraries); elsewhere PyPI's build (macOS: the only one; Linux with a GPU: CUDA).
 # TORCH=cpu or TORCH=pypi chooses. The CPU build comes from TORCH_INDEX (an index URL, or a
 # folder of wheels), installed first and alone; the lock's hashes are PyPI's files, so uv then
 # takes it as the lock's torch==2.13.0 (the CPU index serves each file's sha256 itself).

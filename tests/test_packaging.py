@@ -273,6 +273,21 @@ def test_ci_installs_chromium_before_the_tests():
     assert steps.index("make chromium") < steps.index("make test")
 
 
+def test_ci_checks_the_install_route_on_every_other_supported_python():
+    """Issue 39: CI installs the attendee's set from the lock on each supported Python besides
+    the one `make test` runs on, and runs notebook 00 there; a Python added to requires-python
+    without a CI check fails here."""
+    from scripts import lock
+
+    ci = (ROOT / ".ci/run").read_text()
+    [default] = re.findall(r"for version in \$\{CI_PYTHONS-([\d. ]+)\}", ci)
+    assert default.split() == lock.supported_pythons()[1:]            # 3.12 3.13
+    loop = ci[ci.index("for version in"):]
+    assert re.search(r'make lab-install VENV="\$venv" UV_PYTHON="\$version"', loop)
+    assert "--nbval notebooks/00_setup_check.ipynb" in loop
+    assert ci.index("make test") < ci.index("for version in")
+
+
 def test_conda_and_offline_routes_give_the_attendees_set_and_workshop(tmp_path):
     """The conda route is `make lab` into the conda environment (what `make lab` installs, no
     test tools) and opens workshop/, the attendee edition; the README's offline and conda steps
