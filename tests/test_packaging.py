@@ -157,7 +157,14 @@ def make_dry_run(tmp_path: Path, target: str, env: dict | None = None, **variabl
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     cmd = ["make", "-n", "-C", str(tmp_path), target, *(f"{k}={v}" for k, v in variables.items())]
+    # a fresh clone's defaults: not the choices of whoever runs the tests (.ci/run exports
+    # TORCH_INDEX where the PyTorch index is unreachable; `make test` passes MAKEFLAGS on)
+    env = {k: v for k, v in (os.environ if env is None else env).items()
+           if k not in MAKE_CHOICES and not k.startswith("MAKE")}
     return subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
+
+
+MAKE_CHOICES = set(re.findall(r"^(\w+)\s*\?=", (ROOT / "Makefile").read_text(), re.MULTILINE))
 
 
 def no_gpu_env(tmp_path: Path, gpu: bool = False) -> dict[str, str]:

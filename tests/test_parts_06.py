@@ -185,7 +185,9 @@ def exercise_namespace(tag: str, name: str) -> dict:
     return namespace
 
 
-def test_the_planted_bug_is_found_and_the_fix_accepted():
+def test_the_planted_bug_is_found_and_the_fix_accepted(monkeypatch):
+    # a kernel that has not failed this check yet (earlier tests' failures would show the line)
+    monkeypatch.setattr(exercises.core, "FAILED", exercises.core.Counter())
     buggy = exercises.check_actor_step.quietly(
         exercise_namespace("exercise", "actor_step")["actor_step"])
     assert not buggy and "not towards 0.5" in buggy.message and "gradient" in buggy.hint

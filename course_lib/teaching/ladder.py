@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from types import SimpleNamespace
 from typing import ClassVar
 
 import numpy as np
@@ -88,14 +89,14 @@ class Acting:
         self.net = DuelingQNet(*env_dims(self.envs.envs[0]), TrainerConfig.hidden)
         self.epsilon, self.rng = epsilon, np.random.default_rng(seed)
 
-    def run(self, steps: int) -> dict[str, int]:
+    def run(self, steps: int) -> SimpleNamespace:
         """Play at least `steps` env steps."""
         played = 0
         while played < steps:
             self.envs.step(epsilon_greedy_batch(self.net, self.envs.obs, self.epsilon, self.rng,
                                                 self.n_actions))
             played += len(self.envs.obs)
-        return {"env_steps": played}
+        return SimpleNamespace(env_steps=played)
 
 
 Stepper = ray.remote(Acting)   # the same, in an actor of its own
@@ -106,7 +107,7 @@ def _timed_run(worker, latency_ms: float, steps: int) -> tuple[int, float]:
     step from now on. Runs where `worker` is: an `Acting` here, or an actor (`__ray_call__`)."""
     worker.envs.seconds = latency_ms / 1000
     start = time.perf_counter()
-    played = worker.run(steps)["env_steps"]
+    played = worker.run(steps).env_steps
     return played, time.perf_counter() - start
 
 
