@@ -304,7 +304,9 @@ SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
             "scaling": ("Where distribution pays: the env-latency ladder",
                         _section_of("scaling_summary")),
             "matched": ("Pendulum against SB3 with the networks matched", _section_of("matched")),
-            "model": ("The scaling model, against the ladder and on paper", _section_of("model"))}
+            "model": ("The scaling model, against the ladder and on paper", _section_of("model")),
+            "stop_rule": ("Can repeated looks fool \"reached\"? The stop rule, simulated",
+                          _section_of("stop_rule"))}
 
 
 def _meta_note(meta: dict) -> str:

@@ -21,6 +21,8 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | ray_overhead | Ray tasks, actors, put/get        | plain calls, pickle                |
 | rllib        | Ape-X; parallel SAC               | RLlib DQN; RLlib SAC (see ARGS)    |
 | matched      | parallel SAC, 64x64 and 256x256   | SB3 SAC with the same two networks |
+| stop_rule    | the stop rule on drawn returns,   | the rule before issue 36, same     |
+|              | the trainers' own functions       | runs and seeds                     |
 | scaling      | Ape-X, 1-4 explorers, slow envs   | DQN, SB3, 8 batched envs, Amdahl   |
 | model        | the scaling model's best count    | the ladder's best count (committed |
 |              | and learner rate, per rung; 16    | scaling.json), Ape-X run at it     |
@@ -58,7 +60,7 @@ from bench.benchreport import write_report
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "learner_feed",
-         "soak", "ray_overhead", "rllib", "matched", "scaling", "model")
+         "soak", "ray_overhead", "rllib", "matched", "stop_rule", "scaling", "model")
 #: arguments a benchmark gets under run_all, to keep `make refresh` short:
 #: goal_holds checks the two tasks the SB3 targets compare (`python -m bench.goal_holds` alone
 #: also trains Ape-X on Acrobot-v1, ~5 min more); RLlib's runs stop at 400 s instead of 900 s

@@ -30,11 +30,13 @@ The evaluation protocol is course_lib's, through course_lib's own functions (`Ou
   step: past it, one last evaluation and the run stops (as our trainers do);
 - `trainer.evaluation_request`: `eval_episodes` (10) episodes with fresh seeds
   (`derive_seed(seed, "evaluation", k)`), and if their mean meets the goal `confirm_episodes`
-  (20) more of the same weights; `eval_return` is `trainer.evaluation_score`: the mean of the
-  confirming episodes when there are any (they must meet the goal on their own), else of the 10;
+  (20) more of the same weights; `scoring.evaluation_columns` scores them: `eval_return` is the
+  mean of the confirming episodes when there are any, else of the 10, and `eval_lower` the
+  lower confidence bound the stop reads (its level spent across the run's goal tests);
 - `envs.evaluate_policy` plays them, greedy/deterministic: `model.predict(obs,
   deterministic=True)` is the policy;
-- `results.stop_reason` decides the stop (the goal first, then the env-step and time budgets).
+- `results.stop_reason` decides the stop (the goal's bound first, then the env-step and time
+  budgets).
 
 The clock starts before the SB3 model is built (ours: at the trainer's creation), and the time
 to the goal is when the confirming evaluation ended (ours: `wall_s` of the stopping row).
@@ -60,7 +62,8 @@ from bench.benchlib import Recording, parser
 from course_lib.dqn import DQNConfig
 from course_lib.envs import evaluate_policy, make_env
 from course_lib.results import stop_reason
-from course_lib.trainer import TrainerConfig, evaluation_request, evaluation_score
+from course_lib.scoring import evaluation_columns
+from course_lib.trainer import TrainerConfig, evaluation_request
 
 ZOO_VERSION = "2.9.2"
 #: task -> the RL Zoo's entry (rl_zoo3 2.9.2, hyperparams/<algo>.yml), as SB3 keyword arguments
@@ -107,6 +110,7 @@ class OurEvaluation(BaseCallback):
         self.deadline = math.inf if cfg.max_time_s is None else start + cfg.max_time_s
         self.rows: list[dict] = []
         self.evaluations = 0                  # the run's evaluations so far (the seed stream)
+        self.goal_tests = 0                   # the run's goal tests so far (the stop's level)
         self.eval_s = 0.0                     # wall-clock seconds spent evaluating
         self.stopped_by: str | None = None
 
@@ -130,11 +134,11 @@ class OurEvaluation(BaseCallback):
             returns += evaluate_policy(self.act, self.cfg.env_id, episodes, seed).tolist()
         now = time.perf_counter()
         self.eval_s += now - t0
-        score, episodes = evaluation_score(self.cfg, returns)
+        scored = evaluation_columns(self.cfg, returns, self.goal_tests)
+        self.goal_tests = scored["goal_tests"]
         row = {"time_s": t0 - self.start, "wall_s": now - self.start,
                "env_steps": int(self.model.num_timesteps),
-               "learner_updates": int(self.model._n_updates),
-               "eval_return": score, "eval_episodes": episodes}
+               "learner_updates": int(self.model._n_updates), **scored}
         self.rows.append(row)
         self.stopped_by = stop_reason(row, self.cfg)
         return self.stopped_by is None

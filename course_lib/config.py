@@ -195,8 +195,8 @@ class TrainerConfig(Config):
     buffer_size: int = 100_000        # replay capacity (FIFO)
     learning_starts: int = 1_000      # fresh transitions stored before the first update
     eval_episodes: int = 10           # greedy episodes per evaluation (fresh seeds each time)
-    confirm_episodes: int = 20        # more fresh episodes of the same weights before a stop
-    target_return: float | None = 475.0  # stop: evaluated mean return reached (None: no goal)
+    confirm_episodes: int = 20        # more fresh episodes of the same weights: the goal's test
+    target_return: float | None = 475.0  # stop: the test's lower bound reached (None: no goal)
     max_env_steps: int | None = 100_000  # stop: env step budget (None: unlimited)
     max_time_s: float | None = 600.0  # stop: wall-clock budget in seconds (None: unlimited)
     seed: int = 0                     # seeds the networks, the envs and the exploration
@@ -210,3 +210,8 @@ class TrainerConfig(Config):
             raise ValueError(f"buffer_size {self.buffer_size} is smaller than one sample request "
                              f"({self.batch_size} transitions): raise buffer_size or lower "
                              "batch_size")
+        testing = self.confirm_episodes or self.eval_episodes      # see course_lib.scoring
+        if self.target_return is not None and testing < 2:
+            raise ValueError(f"a goal is tested on confirm_episodes (or on eval_episodes when "
+                             f"confirm_episodes is 0), and {testing} episode bounds nothing: "
+                             "set confirm_episodes >= 2, or target_return None")

@@ -6,17 +6,20 @@ ends every iteration with an *evaluated snapshot*: the learner's state at one mo
 counters of that moment, the training since the previous snapshot, and the returns of fresh
 greedy episodes played with exactly those weights. The progress row, the stop decision, the
 checkpoint and the returned weights all come from that one snapshot, so "reached 475" means the
-weights you get back scored 475:
+weights you get back passed the goal's test:
 
     snapshot = learner state + counters + training since the last snapshot
         -> evaluate on eval_episodes fresh episodes
         -> their mean meets the goal? confirm on confirm_episodes more fresh episodes
-        -> score (see `evaluation_score`), row, stop?, checkpoint, weights
+        -> score and bound (`evaluation_columns`), row, stop?, checkpoint, weights
 
-Stopping: the first `eval_episodes` only *select* a snapshot for confirmation; the confirming
-episodes must meet the goal on their own. Taking the mean of all of them would let a lucky 10
-carry a failing 20 (10 at 500 and 20 at 465 average 477): picking the first estimate above a
-threshold picks lucky estimates, and fresh episodes are the unbiased second look.
+Stopping: the first `eval_episodes` only decide *whether* to test the goal; the confirming
+episodes are the test, on their own (the mean of all of them would let a lucky 10 carry a
+failing 20). One confirmation is an honest look, but a run looks every iteration, and stopping
+at the first look over the goal picks a lucky one. So the stop reads `eval_lower`, a lower
+confidence bound of the snapshot's mean at a level the run spends across its goal tests
+(`course_lib.scoring`): a run whose snapshots all fall short says "reached" in at most
+2.5% of runs, however many times it looks. `eval_return` stays the confirming episodes' mean.
 
 A row is one moment: its counters, its score, and the training that led up to it (train
 returns, rates and learner means over the window between the previous snapshot and this one).
@@ -29,7 +32,6 @@ builds one and runs it. `DQNTrainer` runs in one process, `DistributedTrainer` o
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from abc import ABC, abstractmethod
@@ -41,6 +43,7 @@ from course_lib.config import TrainerConfig
 from course_lib.errors import CheckpointError, LearnerDiedError, OutOfTime
 from course_lib.results import STOP_KEYS, TrainResult, stop_reason
 from course_lib.runs import Run, load_checkpoint, resume_hint
+from course_lib.scoring import evaluation_columns, evaluation_score, mean_or_nan
 
 
 def updates_due(inserted: int, ratio: float, learning_starts: int) -> int:
@@ -66,31 +69,21 @@ def evaluation_request(cfg, returns: list[float], evaluations: int) -> tuple[int
     so far, or None once it is scored; `evaluations` counts the run's evaluations before it.
 
     First `cfg.eval_episodes`; if their mean meets `cfg.target_return`, `cfg.confirm_episodes`
-    more of the same weights. Every evaluation gets seeds no other evaluation used. The one
-    rule for every trainer, and for RLlib in notebook 07 (`rllib_compare`)."""
-    played = len(returns)
+    more of the same weights, the goal's test; as many again, once, if those all returned the
+    same (no spread seen is not no spread: `course_lib.scoring`). Every evaluation gets seeds
+    no other evaluation used. The one rule for every trainer, and for RLlib in notebook 07."""
+    played, first, more = len(returns), cfg.eval_episodes, cfg.confirm_episodes
+    goal = cfg.target_return
     if played == 0:
-        episodes = cfg.eval_episodes
-    elif (played == cfg.eval_episodes and cfg.confirm_episodes > 0
-          and cfg.target_return is not None and np.mean(returns) >= cfg.target_return):
-        episodes = cfg.confirm_episodes
+        episodes = first
+    elif played == first and more > 0 and goal is not None and np.mean(returns) >= goal:
+        episodes = more
+    elif (played == first + more > first and len(set(returns[first:])) == 1
+          and returns[first] >= goal):
+        episodes = more
     else:
         return None
     return episodes, derive_seed(cfg.seed, "evaluation", evaluations + 1)
-
-
-def evaluation_score(cfg, returns: list[float]) -> tuple[float, int]:
-    """(score, episodes behind it) of one set of weights that played `returns` under
-    `evaluation_request`: the mean of the confirming episodes when there are any (the first
-    `cfg.eval_episodes` only selected the weights for confirmation, so they are a lucky draw
-    more often than not), else the mean of the first `cfg.eval_episodes`.
-
-    >>> from types import SimpleNamespace
-    >>> evaluation_score(SimpleNamespace(eval_episodes=2), [500.0, 500.0, 465.0, 467.0])
-    (466.0, 2)
-    """
-    deciding = returns[cfg.eval_episodes:] or returns
-    return mean_or_nan(deciding), len(deciding)
 
 
 @dataclasses.dataclass
@@ -104,6 +97,7 @@ class Counters:
     learner_updates: int = 0          # gradient steps of the learner
     time_s: float = 0.0               # wall-clock seconds of training, over every start
     evaluations: int = 0              # evaluations requested (each one gets fresh seeds)
+    goal_tests: int = 0               # evaluations that tested the goal (each spends a level)
     starts: int = 0                   # resumes so far (each start gets new random streams)
     worker_restarts: int = 0          # workers that died and were started again
 
@@ -137,15 +131,11 @@ class Snapshot:
         return int(self.counters.learner_updates)
 
 
-def mean_or_nan(values) -> float:
-    """The mean, or NaN for no values (a progress row's "nothing measured this time")."""
-    return float(np.mean(values)) if len(values) else math.nan
-
-
 class Trainable(ABC):
     """What `run_training` drives: the one trainer protocol (RLlib's wrapper in
     `rllib_compare` implements it too). `state()` and `get_weights()` must be the weights the
-    last row's `eval_return` scored: the run stops on that row, saves and returns them."""
+    last row's `eval_return` scored: the run stops on that row, saves and returns them. A row
+    that may reach a goal carries the evaluation's bound (`scoring.evaluation_columns`)."""
 
     algo: ClassVar[str] = ""              # its name, e.g. "apex"
 
@@ -251,10 +241,12 @@ class Trainer(Trainable):
 
     def snapshot(self, state: dict, weights: dict, learner_updates: int,
                  **learner_means: float) -> Snapshot:
-        """A snapshot with the counters of now (conservative: every env step counted so far,
-        every second so far) and the learner's own update count. It closes the training
-        window: the train returns booked and the rates since the previous snapshot, and
-        `learner_means` (the learner's loss and the like over the same window)."""
+        """A snapshot with the counters booked by now (env steps, episodes, seconds) and the
+        learner's own update count. Not a bound on the experience behind the weights: the
+        learner may already have trained on transitions whose worker chunk is not booked yet.
+        It closes the training window: the train returns booked and the rates since the
+        previous snapshot, and `learner_means` (the learner's loss and the like over the same
+        window)."""
         now = dataclasses.replace(self.counters, learner_updates=int(learner_updates),
                                   time_s=time.perf_counter() - self.start)
         w0 = self._window_start
@@ -277,17 +269,19 @@ class Trainer(Trainable):
 
     def row(self, snapshot: Snapshot, **extra) -> dict[str, Any]:
         """The progress row of an iteration that evaluated `snapshot`: its counters, its score
-        (`evaluation_score`) and the training window that led to it, plus `extra` columns.
-        Records `snapshot` as the one to save and return."""
+        and bound (`evaluation_columns`) and the training window that led to it, plus `extra`
+        columns. Records `snapshot` as the one to save and return."""
         c, s = self.counters, snapshot.counters
         c.iteration += 1
         self.evaluated = snapshot
-        score, episodes = evaluation_score(self.cfg, snapshot.returns)
+        scored = evaluation_columns(self.cfg, snapshot.returns, c.goal_tests)
+        c.goal_tests = scored["goal_tests"]
         return {
             "iteration": c.iteration, "time_s": s.time_s, "env_steps": s.env_steps,
-            "learner_updates": s.learner_updates, "eval_return": score,
+            "learner_updates": s.learner_updates, "eval_return": scored["eval_return"],
             "train_return": snapshot.window["train_return"], "episodes": s.episodes,
-            "eval_episodes": episodes,
+            "eval_episodes": scored["eval_episodes"], "eval_lower": scored["eval_lower"],
+            "goal_tests": c.goal_tests,
             "wall_s": time.perf_counter() - self.start,   # when this row's evaluation ended
             **{k: v for k, v in snapshot.window.items() if k != "train_return"},
             **extra,
@@ -300,8 +294,8 @@ class Trainer(Trainable):
         if snap is None:
             raise RuntimeError("nothing evaluated yet: call step() before state()")
         counters = dataclasses.replace(snap.counters, iteration=c.iteration,
-                                       evaluations=c.evaluations, starts=c.starts,
-                                       worker_restarts=c.worker_restarts)
+                                       evaluations=c.evaluations, goal_tests=c.goal_tests,
+                                       starts=c.starts, worker_restarts=c.worker_restarts)
         score, episodes = evaluation_score(self.cfg, snap.returns)
         return {"algo": self.algo, "env_id": self.cfg.env_id, "config": self.cfg.to_dict(),
                 "iteration": c.iteration, "counters": dataclasses.asdict(counters),

@@ -247,10 +247,12 @@ def test_sb3_evaluation_follows_our_protocol_and_stop_rule(monkeypatch):
     clock.model = SimpleNamespace(predict=balancing, num_timesteps=31_000, _n_updates=3_000)
     assert clock.evaluate_snapshot() is False                  # goal met and confirmed: stop
     row = clock.rows[-1]
-    # scored on the 20 confirming episodes alone (trainer.evaluation_score)
-    assert (clock.stopped_by, row["eval_episodes"], row["eval_return"]) == ("eval_return", 20,
+    # scored on the confirming episodes alone, 20 and 20 more as all 20 scored 500
+    # (trainer.evaluation_request), their bound reaching the goal (scoring.evaluation_columns)
+    assert (clock.stopped_by, row["eval_episodes"], row["eval_return"]) == ("eval_return", 40,
                                                                             500.0)
-    assert clock.evaluations == 2 and row["env_steps"] == 31_000 and row["wall_s"] > 0
+    assert (row["eval_lower"], row["goal_tests"], clock.goal_tests) == (500.0, 1, 1)
+    assert clock.evaluations == 3 and row["env_steps"] == 31_000 and row["wall_s"] > 0
 
     pushes_left = SimpleNamespace(predict=lambda obs, deterministic: (np.zeros(len(obs), int),
                                                                       None),
@@ -831,3 +833,21 @@ def test_the_model_bench_reads_the_ladder_plans_the_paper_cluster_and_renders_it
     report = run_all.write_report({"model": result}, quick=False, out=tmp_path / "R.md")
     assert "## The scaling model, against the ladder and on paper" in report
     assert "`python -m bench.model`" in report and "| 2 | 2 | 1 | 2 |" in report
+
+
+def test_stop_rule_section_tables_both_rules_and_checks_the_targets(tmp_path):
+    """A few real simulated runs per scenario, through the report: one row per scenario with
+    both rules' shares, and a target on the new rule only where the scenario sets one."""
+    stop_rule = _bench_module("stop_rule")
+    rows = [stop_rule.scenario(name, runs=5, quick=True)
+            for name in ("CartPole 2% under (465.5)", "CartPole learning 300 -> 520 (40 looks)")]
+    targets = stop_rule.check_targets(rows)
+    assert list(targets) == ["CartPole 2% under (465.5), 50 looks: new rule reached"]
+    assert targets[next(iter(targets))]["target"] == "<= 5%"
+    result = {"meta": _meta({"quick": False, "runs": 5, "eval_episodes": 10,
+                             "confirm_episodes": 20}), "scenarios": rows, "targets": targets}
+    text = run_all.write_report({"stop_rule": result}, quick=False, out=tmp_path / "R.md")
+    block = text.split(benchreport.BEGIN.format("stop_rule"))[1]
+    assert "| CartPole 2% under (465.5) | 465.5 | " in block
+    assert "| CartPole learning 300 -> 520 (40 looks) | 300 → " in block
+    assert "stop_rule: CartPole 2% under (465.5), 50 looks: new rule reached" in text

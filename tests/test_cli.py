@@ -254,13 +254,15 @@ def test_restore_through_the_command_line_continues_the_counters(capsys, tmp_pat
 
 
 def test_a_resume_takes_the_new_stop_and_trains_past_the_checkpoint(capsys, tmp_path):
-    """The checkpoint met its own goal (eval_return 1, which any CartPole policy scores); a
-    resume with a new --stop trains on under the new criteria only, not the old goal."""
+    """The checkpoint met its own goal (eval_return -1000, which the bound of any 3 CartPole
+    episodes clears); a resume with a new --stop trains on under the new criteria only, not
+    the old goal."""
     first, resumed = tmp_path / "first", tmp_path / "resumed"
     code = cli.main(["train", "--algo", "dqn", "--quiet", "--results-dir", str(first),
-                     "--stop", '{"eval_return": 1, "env_steps": 10000}', "--checkpoint-at-end",
-                     "--config", '{"steps_per_iteration": 200, "learning_starts": 100, '
-                     '"hidden": [16], "eval_episodes": 1, "confirm_episodes": 0}'])
+                     "--stop", '{"eval_return": -1000, "env_steps": 10000}',
+                     "--checkpoint-at-end", "--config", '{"steps_per_iteration": 200, '
+                     '"learning_starts": 100, "hidden": [16], "eval_episodes": 3, '
+                     '"confirm_episodes": 0}'])
     assert code == 0
     [run] = first.iterdir()
     checkpoint_steps = load_checkpoint(run)["counters"]["env_steps"]

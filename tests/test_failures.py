@@ -70,7 +70,8 @@ def test_an_evaluation_of_an_env_without_a_time_limit_ends_at_the_cap(short_cap)
 
 def test_dqn_training_episodes_without_a_time_limit_end_too(short_cap):
     cfg = DQNConfig(env_id="NeverEnds-v0", hidden=(8,), steps_per_iteration=200,
-                    learning_starts=100, batch_size=16, eval_episodes=1, confirm_episodes=0)
+                    learning_starts=100, batch_size=16, eval_episodes=1, confirm_episodes=0,
+                    target_return=None)
     trainer = DQNTrainer(cfg)
     try:
         row = trainer.step()
@@ -82,7 +83,7 @@ def test_dqn_training_episodes_without_a_time_limit_end_too(short_cap):
 def test_dqn_stops_collecting_when_the_clock_runs_out():
     cfg = DQNConfig(env_id="NeverEnds-v0", hidden=(8,), steps_per_iteration=10**9,
                     learning_starts=100, batch_size=16, eval_episodes=1, confirm_episodes=0,
-                    max_time_s=0.5)
+                    target_return=None, max_time_s=0.5)
     trainer = DQNTrainer(cfg)       # an iteration (and an episode) longer than the budget
     try:
         row = trainer.step()

@@ -184,14 +184,15 @@ def test_continuous_actions_are_refused_up_front():
 
 def _scripted_evaluations(monkeypatch, *means):
     """Replace the greedy evaluation by one that records (episodes, seed) and plays episodes
-    whose returns are the next of `means`: the stop decision on known returns."""
+    whose returns average the next of `means` (1 either side of it, so that a confirmation
+    shows a spread and is not extended): the stop decision on known returns."""
     import course_lib.pg.reinforce as reinforce
 
     calls, scripted = [], iter(means)
 
     def returns(policy, env_id, episodes, seed, hidden=(64, 64)):
         calls.append((episodes, seed))
-        return np.full(episodes, next(scripted), dtype=float)
+        return next(scripted) + np.resize([-1.0, 1.0], episodes)
 
     monkeypatch.setattr(reinforce, "greedy_returns", returns)
     return calls

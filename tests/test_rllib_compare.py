@@ -69,15 +69,18 @@ def _trainer(cfg):
     return trainer
 
 
-@pytest.mark.parametrize("score, expected", [(-150.0, [10, 20]), (-900.0, [10])])
-def test_rllib_is_scored_by_course_libs_rule(monkeypatch, score, expected):
-    """10 fresh episodes, 20 more only when they meet the goal, never a seed twice: the
-    rule of course_lib's own trainers (trainer.evaluation_request), played by evaluate_policy."""
+@pytest.mark.parametrize("score, spread, expected", [(-150.0, 10.0, [10, 20]),
+                                                     (-150.0, 0.0, [10, 20, 20]),
+                                                     (-900.0, 10.0, [10])])
+def test_rllib_is_scored_by_course_libs_rule(monkeypatch, score, spread, expected):
+    """10 fresh episodes, 20 more only when they meet the goal (20 more again when those all
+    returned the same), never a seed twice: the rule of course_lib's own trainers
+    (trainer.evaluation_request), played by evaluate_policy."""
     calls = []
 
     def fake_evaluate_policy(act, env_id, episodes, seed):
         calls.append((env_id, episodes, seed))
-        return np.full(episodes, score)
+        return score + spread * np.resize([-1.0, 1.0], episodes)
 
     monkeypatch.setattr(rllib_compare, "rllib_policy", lambda algorithm: "act")
     monkeypatch.setattr(rllib_compare, "evaluate_policy", fake_evaluate_policy)

@@ -20,6 +20,7 @@ from course_lib.dqn import DQNConfig, DQNLearner, DQNTrainer
 from course_lib.errors import CheckpointError, WorkerDiedError
 from course_lib.nets import set_weights
 from course_lib.param_server import ParameterStoreActor
+from course_lib.scoring import lower_bound
 from course_lib.trainer import (
     Counters,
     Snapshot,
@@ -73,16 +74,21 @@ def test_the_first_update_is_owed_right_after_learning_starts(config, per_update
 
 
 def test_counters_are_typed_and_checkpoints_keep_their_plain_form():
-    """The counters are read as attributes; a checkpoint holds them as the plain dict of the
-    same nine keys as before (so checkpoints written by this code load), and counters from
-    another version are refused in one line that says to retrain."""
+    """The counters are read as attributes; a checkpoint holds them as a plain dict (so
+    checkpoints written by this code load; one written before goal_tests was counted loads
+    with none spent), and counters from another version are refused in one line that says to
+    retrain."""
     fresh = Stub(TrainerConfig())
     assert isinstance(fresh.counters, Counters) and fresh.counters.env_steps == 0
     saved = dataclasses.asdict(fresh.counters)
     assert set(saved) == {"iteration", "env_steps", "inserted", "episodes", "learner_updates",
-                          "time_s", "evaluations", "starts", "worker_restarts"}
-    resumed = Stub(TrainerConfig(), restore={"counters": {**saved, "env_steps": 700}})
+                          "time_s", "evaluations", "goal_tests", "starts", "worker_restarts"}
+    resumed = Stub(TrainerConfig(), restore={"counters": {**saved, "env_steps": 700,
+                                                          "goal_tests": 3}})
     assert resumed.counters.env_steps == 700 and resumed.counters.starts == 1
+    assert resumed.counters.goal_tests == 3              # a resume goes on spending the level
+    older = {k: v for k, v in saved.items() if k != "goal_tests"}
+    assert Stub(TrainerConfig(), restore={"counters": older}).counters.goal_tests == 0
     with pytest.raises(CheckpointError, match="retrain") as err:
         Stub(TrainerConfig(), restore={"counters": {**saved, "replay_size": 5}})
     assert "\n" not in str(err.value) and "replay_size" in str(err.value)
@@ -158,15 +164,17 @@ TINY_APEX = ApexConfig.preset(quick=True).updated({
 
 
 def test_apex_stops_on_a_confirmed_goal_and_saves_the_weights_that_scored(ray_local, tmp_path):
-    """Goal 9 on CartPole (any policy lasts 9 steps): the first evaluation meets it, 5 fresh
-    episodes of the same weights confirm it, and the run stops, saves and returns exactly
-    those weights: replayed on the same seeds, the checkpoint scores the row's return."""
-    cfg = TINY_APEX.updated({"target_return": 9.0})
+    """Goal -1000 on CartPole (every return is positive, so the bound of any 5 clears it): the
+    first evaluation meets it, 5 fresh episodes of the same weights test it, and the run stops,
+    saves and returns exactly those weights: replayed on the same seeds, the checkpoint scores
+    the row's return and bound."""
+    cfg = TINY_APEX.updated({"target_return": -1000.0})
     run = runs.Run(tmp_path / "run", checkpoint_at_end=True)
     result = apex.ApexTrainer.train(cfg, run=run)
     run.close()
     last = result.last
-    assert result.stopped_by == "eval_return" and last["eval_episodes"] == 5   # the confirming
+    batches = last["eval_episodes"] // 5     # the confirming; 10 when the first 5 all tied
+    assert result.stopped_by == "eval_return" and last["eval_episodes"] in (5, 10)
     checkpoint = runs.load_checkpoint(result.checkpoint)
     assert checkpoint["weights_version"] == last["learner_updates"]
     assert checkpoint["counters"]["env_steps"] == last["env_steps"]
@@ -178,9 +186,14 @@ def test_apex_stops_on_a_confirmed_goal_and_saves_the_weights_that_scored(ray_lo
     policy.load_state_dict(checkpoint["learner"]["online"])
     k = checkpoint["counters"]["evaluations"]
     screened = dqn.greedy_returns(policy, cfg.env_id, 3, derive_seed(cfg.seed, "evaluation",
-                                                                      k - 1))
-    confirmed = dqn.greedy_returns(policy, cfg.env_id, 5, derive_seed(cfg.seed, "evaluation", k))
-    assert screened.mean() >= 9.0 and confirmed.mean() == pytest.approx(last["eval_return"])
+                                                                      k - batches))
+    confirmed = np.concatenate([
+        dqn.greedy_returns(policy, cfg.env_id, 5, derive_seed(cfg.seed, "evaluation", j))
+        for j in range(k - batches + 1, k + 1)])
+    assert screened.mean() >= -1000.0 and confirmed.mean() == pytest.approx(last["eval_return"])
+    assert last["eval_lower"] == pytest.approx(lower_bound(confirmed, 1))
+    assert last["eval_lower"] >= -1000.0
+    assert last["goal_tests"] == checkpoint["counters"]["goal_tests"] == 1
 
 
 def test_a_worker_never_acts_without_the_learners_weights(ray_local, monkeypatch):
@@ -364,6 +377,65 @@ def test_a_lucky_first_ten_does_not_carry_a_failing_confirmation():
     assert trainer.state()["eval_return"] == 400.0            # the checkpoint says the same
     no_confirm = TrainerConfig(eval_episodes=10, confirm_episodes=0, target_return=475.0)
     assert evaluation_score(no_confirm, [480.0] * 10) == (480.0, 10)
+
+
+def test_a_confirmation_over_the_goal_stops_only_when_its_bound_clears_it():
+    """The confirming mean is reported as it is (480), but the stop reads the lower bound:
+    20 episodes spread between 440 and 520 do not show a mean of 475 at the first test's
+    level, 20 at 480 do (no spread seen). Rows that test nothing count no test."""
+    cfg = TrainerConfig(eval_episodes=10, confirm_episodes=20, target_return=475.0)
+    trainer = Stub(cfg)
+    spread = scored_row(trainer, [500.0] * 10 + [440.0, 520.0] * 10)
+    assert (spread["eval_return"], spread["eval_episodes"], spread["goal_tests"]) == (480, 20, 1)
+    assert spread["eval_lower"] == pytest.approx(480.0 - 2.4334 * 41.04 / 20 ** 0.5, abs=0.01)
+    assert results.stop_reason(spread, cfg) is None
+    below = scored_row(trainer, [400.0] * 10)                # no confirmation: no test
+    assert np.isnan(below["eval_lower"]) and below["goal_tests"] == 1
+    held = scored_row(trainer, [500.0] * 10 + [480.0] * 20)
+    assert (held["eval_lower"], held["goal_tests"]) == (480.0, 2)
+    assert results.stop_reason(held, cfg) == "eval_return"
+    assert trainer.state()["counters"]["goal_tests"] == 2     # a resume goes on from here
+
+
+def test_the_same_confirmation_passes_the_first_test_and_fails_the_tenth():
+    """The level is spent across the run's tests (`scoring.level_at`): the bound asks for
+    more the more often the run has tested its goal, so looking again cannot fool it."""
+    cfg = TrainerConfig(eval_episodes=10, confirm_episodes=20, target_return=475.0)
+    returns = [500.0] * 10 + [470.0, 520.0] * 10                # mean 495, sd 25.6
+    first, tenth = Stub(cfg), Stub(cfg)
+    tenth.counters.goal_tests = 9
+    assert results.stop_reason(scored_row(first, returns), cfg) == "eval_return"
+    late = scored_row(tenth, returns)
+    assert late["goal_tests"] == 10 and late["eval_return"] == 495.0
+    assert results.stop_reason(late, cfg) is None and late["eval_lower"] < 475.0
+
+
+def test_without_confirmation_every_evaluation_tests_the_goal():
+    """confirm_episodes 0: the first episodes decide, so every evaluation spends a test (one
+    that stayed below the goal too: counting only those over it would not bound the error)."""
+    cfg = TrainerConfig(eval_episodes=5, confirm_episodes=0, target_return=475.0)
+    trainer = Stub(cfg)
+    low = scored_row(trainer, [400.0, 410.0, 420.0, 430.0, 440.0])
+    assert low["goal_tests"] == 1 and low["eval_lower"] < 420.0
+    high = scored_row(trainer, [500.0] * 5)
+    assert (high["goal_tests"], high["eval_lower"]) == (2, 500.0)
+    assert results.stop_reason(high, cfg) == "eval_return"
+    free = Stub(TrainerConfig(eval_episodes=5, confirm_episodes=0, target_return=None))
+    assert scored_row(free, [500.0] * 5)["goal_tests"] == 0   # no goal: nothing tested
+
+
+def test_a_goal_needs_two_testing_episodes_and_rows_need_their_bound():
+    for settings in ({"confirm_episodes": 1}, {"eval_episodes": 1, "confirm_episodes": 0}):
+        with pytest.raises(ValueError, match="bounds nothing: set confirm_episodes >= 2") as err:
+            TrainerConfig(target_return=475.0, **settings).check()
+        assert "\n" not in str(err.value)
+        TrainerConfig(target_return=None, **settings).check()  # no goal: nothing to test
+    cfg = TrainerConfig(target_return=475.0)
+    row = {"eval_return": 500.0, "env_steps": 1, "time_s": 1.0}
+    with pytest.raises(ValueError, match="no eval_lower.*scoring.evaluation_columns"):
+        results.stop_reason(row, cfg)                       # a mean alone never decides
+    assert results.stop_reason(row, TrainerConfig(target_return=None, max_env_steps=1)) == \
+        "env_steps"
 
 
 def test_a_row_is_one_moment_its_counters_and_the_training_that_led_to_it():
