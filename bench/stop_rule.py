@@ -266,11 +266,13 @@ def _show(value: float | None) -> str:
 def section(r: dict) -> str:
     """The RESULTS.md table: per scenario, both rules on the same seeds."""
     cfg = r["meta"]["config"]
-    head = (f"{cfg['runs']} runs per scenario; each look evaluates {cfg['eval_episodes']} "
-            f"episodes and {cfg['confirm_episodes']} more when they meet the goal. *reached*: "
-            "share of runs that stopped on the goal; *below*: of them, stopped while the "
-            "policy was under the goal; *episodes*: evaluation episodes to the stop (runs "
-            "that stopped); *score - truth*: the stopping row's eval_return minus the true "
+    head = (f"{cfg['runs']} runs per scenario, the same seeds under both rules. Each look "
+            f"evaluates {cfg['eval_episodes']} episodes and {cfg['confirm_episodes']} more "
+            "when they meet the goal (the new rule: as many again when those all returned the "
+            "same). *reached*: share of runs that stopped on the goal; *below*: share that "
+            "stopped while the policy was under the goal; *looks to stop*, *episodes*: looks "
+            "and evaluation episodes up to the stop (runs that stopped); *score - truth*, "
+            "*bound - truth*: the stopping row's eval_return and eval_lower minus the true "
             "mean.\n\n")
     lines = ["| policy | true mean | sd | looks | reached old | reached new | below old | "
              "below new | looks to stop old | new | episodes old | new | score - truth old | "
