@@ -90,7 +90,7 @@ def _(e):
 
 @claim("nb05-learning-went-on-after-the-kill",
        {NB05: "Learning went on: the other explorer kept playing while explorer 0 restarted",
-        "slides/05_apex.md": "kill an explorer while training: it restarts"},
+        "slides/05_apex.md": "env steps keep growing while explorer 0 restarts"},
        "the iterations printed after explorer 0 was killed (cell 537c45ad)")
 def _(e):
     out = e.cell("05_apex", "537c45ad")

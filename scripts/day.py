@@ -5,8 +5,8 @@
 A notebook's material is what an attendee does in its slot, in minutes:
 
 - reading: the words of its Markdown cells and of its quiz (questions and options), at
-  `WORDS_PER_MIN`; an exercise's own prompt (the Markdown cell right before its exercise cell)
-  is in the exercise's minutes;
+  `WORDS_PER_MIN`; an exercise's own prompt (the Markdown cell right before its exercise cell,
+  or one tagged `prompt`: 05's capstone) is in the deck's minutes for it;
 - code: the non-blank lines of the code cells the attendee runs (not the exercises' own
   cells, nor `ci` ones) and of the source `show_source` prints, at `LINES_PER_MIN`;
 - exercises: the "(N min)" of its deck's slide titles (its exercises, demos, discussion);
@@ -94,7 +94,8 @@ def material(path: Path) -> Material:
     for cell, after in zip(day, [*day[1:], None], strict=True):
         tags, source = set(cell["metadata"].get("tags", [])), "".join(cell["source"])
         if cell["cell_type"] == "markdown":
-            prompt = after is not None and "exercise" in after["metadata"].get("tags", [])
+            prompt = "prompt" in tags or (after is not None and "exercise" in
+                                          after["metadata"].get("tags", []))
             said += 0 if prompt else words(source)
             continue
         seconds = cell_seconds(cell)

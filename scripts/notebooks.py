@@ -6,7 +6,8 @@
 
 `execute` records the mode, date, duration, machine and the commit it ran (`course.commit`) in the
 notebook's metadata under "course", and a fingerprint of each data file it prints (a benchmark
-result, notebooks/figures data: `course.data`; `make fresh` lists it when that data changes);
+result, notebooks/figures data: `course.data`; `make fresh` lists it when that data changes),
+and prints the run-time banner (`bench_results.runtime`) from that record into its cell;
 tests/test_notebooks.py checks that every committed notebook was run in full mode. It runs
 committed code only: it refuses when course_lib/, bench/ or the notebook has uncommitted
 changes, unless `--allow-dirty` (the commit is then recorded as `<commit>-dirty`, which
@@ -40,6 +41,8 @@ import time
 from pathlib import Path
 
 import nbformat
+
+from course_lib.teaching.bench_results import runtime
 
 if __package__:          # `python -m scripts.notebooks`, or imported (the tests)
     from scripts.fresh import results_loaded
@@ -90,6 +93,10 @@ def execute(path: Path, timeout_s: int = 3600, allow_dirty: bool = False) -> flo
                    f"Python {platform.python_version()}",
         **({"data": read} if read else {}),     # the benchmark results it printed, hashed
     }
+    for cell in nb.cells:                       # the banner, from the run just recorded
+        if cell.cell_type == "code" and "runtime(" in cell.source:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                                   text=runtime(path.stem, nb) + "\n")]
     nbformat.write(nb, path)
     return seconds
 

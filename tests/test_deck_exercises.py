@@ -247,3 +247,20 @@ def test_no_slide_shows_an_answer_before_its_your_turn_slide(path):
                                 f"{turns[e.name] + 2}")
     assert not problems, f"{path.name} (slide numbers as in the built deck):\n" + \
         "\n".join(problems)
+
+
+#: a slide that projects a measurement: a notebook cell's figure, a benchmark's, notebooks/figures
+MEASURED = re.compile(r"^\{\{(?:figure (?:notebooks|bench)/|bench )", re.MULTILINE)
+PREDICT = re.compile(r"^##\s+Predict\b")
+PREDICTS_FROM = "05"          # decks 05-08 (01-04 ask theirs on their "Your turn" slides)
+
+
+@pytest.mark.parametrize("path", [p for p in LESSON_DECKS if p.name[:2] >= PREDICTS_FROM],
+                         ids=lambda p: p.stem)
+def test_a_predict_slide_comes_right_before_each_measured_answer(path):
+    """Issue 38 item 4: a deck projects no measured result the room has not been asked to
+    predict: the slide right before it is a "## Predict" slide."""
+    deck = slides.parse_deck(path)
+    late = [f"slide {i + 2} ({s.body.splitlines()[0]!r})" for i, s in enumerate(deck.slides)
+            if MEASURED.search(s.body) and not (i and PREDICT.match(deck.slides[i - 1].body))]
+    assert not late, f"{path.name}: a measured answer with no predict slide before it: {late}"

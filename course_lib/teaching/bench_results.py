@@ -101,12 +101,12 @@ def day_and_appendix(cells) -> tuple[list, list]:
     return [*cells[:starts[0]], *cells[-1:]], list(cells[starts[0]:-1])
 
 
-def runtime(stem: str) -> str:
+def runtime(stem: str, nb: dict | None = None) -> str:
     """The notebook's run-time banner: how long its last full-mode execution took (its metadata,
     `course.duration_s`, and each cell's recorded time), split into the day's sections, the
-    optional appendix and the cells this edition runs in quick mode by default."""
-    path = REPO / "notebooks" / f"{stem}.ipynb"
-    nb = json.loads(path.read_text())
+    optional appendix and the cells this edition runs in quick mode by default. `nb`: the
+    notebook as just executed (scripts/notebooks.py), else notebooks/<stem>.ipynb."""
+    nb = nb or json.loads((REPO / "notebooks" / f"{stem}.ipynb").read_text())
     course = nb["metadata"].get("course", {})
     if "duration_s" not in course:
         return f"{stem} has no recorded run yet (python scripts/notebooks.py execute)."

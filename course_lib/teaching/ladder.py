@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -236,3 +237,95 @@ def _measure(ladder: Ladder, variant: str, alone, run) -> None:
     ladder.bounds[variant] = [amdahl_bound(variant, latency, step_ms, cfg.num_workers, cores, k)
                               for latency in cfg.latencies_ms]
     ladder.measured[variant] = [float(np.median([p / s for p, s in runs])) for runs in points]
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 05's capstone: your Ape-X on a rung of the ladder, predicted, run, kept, compared
+# ---------------------------------------------------------------------------------------------
+
+#: where the capstone keeps the attendee's tries, in the notebook's folder (their workshop/)
+TRIES = Path("results") / "capstone_tries.json"
+CHOICES = ("num_workers", "num_envs", "send_every", "replay_ratio")
+
+
+def committed_rung(latency_ms: float) -> dict[str, dict]:
+    """{variant: its row} of the committed ladder (bench/results/scaling.json) at `latency_ms`;
+    {} with a printed line when the result is missing or has no such rung."""
+    from course_lib.teaching.bench_results import load
+
+    try:
+        rows = [r for r in load("scaling")["summary"] if r["latency_ms"] == latency_ms]
+    except FileNotFoundError as err:
+        print(err)
+        return {}
+    if not rows:
+        print(f"bench/results/scaling.json has no rung at {latency_ms:g} ms")
+    return {r["variant"]: r for r in rows}
+
+
+def predict_try(cfg, costs, cores: int) -> dict:
+    """The Amdahl bound of an Ape-X config `cfg` (`sizing.amdahl_ms`, with the learner's work
+    per transition) from measured `costs` (`sizing.measure_costs`), the time it gives for the
+    env steps the committed ladder's fastest Ape-X needed at that latency, and the explorer
+    count the model picks for the same envs and ratio (`sizing.choose_explorers`)."""
+    from course_lib import sizing
+
+    u = sizing.updates_per_transition(cfg.replay_ratio, cfg.batch_size)
+    ms = amdahl_ms(costs.act_ms, costs.latency_ms, u * (costs.update_ms + costs.replay_ms),
+                   cfg.num_envs, cfg.num_workers, cores)
+    apexes = [r for v, r in committed_rung(cfg.env_latency_ms).items() if v.startswith("apex")]
+    steps = min(apexes, key=lambda r: r["median_seconds"])["median_env_steps"] if apexes else None
+    pick = sizing.choose_explorers(costs, cfg.replay_ratio, cfg.batch_size, cores, cfg.num_envs)
+    said = (f"bound: {ms:.3f} ms per transition, {1000 / ms:,.0f} transitions/s at most ("
+            f"c_x {costs.act_ms:.3f} ms, L {costs.latency_ms:.2f} ms, c_u + c_r "
+            f"{costs.update_ms + costs.replay_ms:.2f} ms, u {u:.3f}, {cores} cores)")
+    if steps:
+        said += (f"\nfor the {steps:,.0f} env steps the ladder's fastest Ape-X needed at "
+                 f"{cfg.env_latency_ms:g} ms: at least {steps * ms / 1000:.1f} s")
+    said += f"\nthe model's count for {cfg.num_envs} envs each: {pick.reason}"
+    return {"bound_ms": ms, "predicted_s": steps * ms / 1000 if steps else None,
+            "model_count": pick.count, "said": said}
+
+
+def record_try(cfg, result, prediction: dict, path: Path = TRIES) -> list[dict]:
+    """Append one try (its choices, the prediction, how the run ended) to `path` (JSON) and
+    return every try kept there."""
+    import json
+
+    tries = json.loads(path.read_text()) if path.exists() else []
+    last = result.last
+    tries.append({**{k: getattr(cfg, k) for k in CHOICES}, "try": len(tries) + 1,
+                  "latency_ms": cfg.env_latency_ms, "quick": cfg.target_return is None,
+                  "predicted_s": prediction["predicted_s"], "reached": result.reached
+                  and cfg.target_return is not None, "seconds": last["time_s"],
+                  "env_steps": last["env_steps"]})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(tries, indent=1))
+    return tries
+
+
+def leaderboard(tries: list[dict], ax=None) -> str:
+    """Your tries, fastest to the goal first, beside the committed ladder at their latency:
+    the table (returned) and its bars (drawn on `ax`)."""
+    from course_lib.viz.plotting import plot_leaderboard
+
+    ranked = sorted(tries, key=lambda t: (not t["reached"], t["seconds"]))
+    lines = [f"{'try':>3} {'explorers':>9} {'envs':>4} {'send':>4} {'ratio':>5} "
+             f"{'bound (s)':>9} {'seconds':>8} {'env steps':>9}  reached 475"]
+    for t in ranked:
+        bound = f"{t['predicted_s']:.1f}" if t["predicted_s"] else "-"
+        lines.append(f"{t['try']:>3} {t['num_workers']:>9} {t['num_envs']:>4} "
+                     f"{t['send_every']:>4} {t['replay_ratio']:>5g} {bound:>9} "
+                     f"{t['seconds']:>8.1f} {t['env_steps']:>9,}  "
+                     + ("yes" if t["reached"] else "quick run" if t["quick"] else "no"))
+    rung = committed_rung(tries[-1]["latency_ms"]) if tries else {}
+    if rung:
+        lines.append("the committed ladder at this latency (medians of its seeds): " + ", ".join(
+            f"{v} {r['median_seconds']:.0f} s" for v, r in sorted(
+                rung.items(), key=lambda item: item[1]["median_seconds"])))
+    plot_leaderboard({f"try {t['try']}": (t["seconds"], t["reached"], t["predicted_s"])
+                      for t in ranked},
+                     {f"ladder {v}": r["median_seconds"] for v, r in rung.items()
+                      if v in ("dqn", min(rung, key=lambda k: rung[k]["median_seconds"]))},
+                     ax=ax)
+    return "\n".join(lines)

@@ -81,6 +81,27 @@ def plot_ladder(latencies_ms: Sequence[float], measured: Mapping[str, Sequence[f
     return ax
 
 
+def plot_leaderboard(tries: Mapping[str, tuple[float, bool, float | None]],
+                     references: Mapping[str, float], *, ax=None):
+    """One bar per try, (seconds, reached, predicted bound in seconds or None): its time to
+    the goal (hatched: the goal not reached in that time), its bound as a black tick; each
+    reference (label: seconds) a dashed vertical line."""
+    ax = _axes(ax, figsize=(6.5, 0.8 + 0.45 * max(len(tries), 1)))
+    for i, (seconds, reached, bound) in enumerate(tries.values()):
+        ax.barh(i, seconds, color="tab:green" if reached else "lightgrey",
+                hatch=None if reached else "//", edgecolor="grey")
+        if bound:
+            ax.plot([bound, bound], [i - 0.4, i + 0.4], color="black", linewidth=2)
+    for j, (label, seconds) in enumerate(references.items()):
+        ax.axvline(seconds, linestyle="--", color=plt.get_cmap("tab10")(j + 1), label=label)
+    ax.plot([], [], color="black", linewidth=2, label="your bound (Amdahl)")
+    ax.set_yticks(range(len(tries)), list(tries))
+    ax.invert_yaxis()
+    ax.set(xlabel="seconds to 475 (hatched: not reached)", title="your tries")
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
 def plot_pendulum_frames(observations: Sequence[Sequence[float]],
                          actions: Sequence[float] | None = None, *, frames: int = 8,
                          max_torque: float = 2.0, title: str = "", ax=None):

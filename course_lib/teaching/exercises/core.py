@@ -101,7 +101,7 @@ def checker(notebook: int, exercise: str, success: str):
             return run(True, *args, **kwargs)
 
         check.quietly = functools.partial(run, False)
-        check.notebook, check.exercise = notebook, exercise
+        check.notebook, check.exercise, check.success = notebook, exercise, success
         CHECKERS[body.__name__] = check
         return check
     return declare
