@@ -110,7 +110,8 @@ def runtime(stem: str, nb: dict | None = None) -> str:
     course = nb["metadata"].get("course", {})
     if "duration_s" not in course:
         return f"{stem} has no recorded run yet (python scripts/notebooks.py execute)."
-    day, appendix = day_and_appendix(nb["cells"])
+    cells = [c for c in nb["cells"] if "ci" not in c["metadata"].get("tags", [])]
+    day, appendix = day_and_appendix(cells)
     quick = sum(cell_seconds(c) or 0 for c in day
                 if QUICK_BY_DEFAULT in c["metadata"].get("tags", []))
     parts = [f"{(sum(cell_seconds(c) or 0 for c in day) - quick) / 60:.1f} min in the day's "
@@ -121,7 +122,8 @@ def runtime(stem: str, nb: dict | None = None) -> str:
     if appendix:
         parts.append(f"{sum(cell_seconds(c) or 0 for c in appendix) / 60:.1f} min in the "
                      "optional appendix")
-    untimed = sum(1 for c in nb["cells"] if c["cell_type"] == "code" and cell_seconds(c) is None)
+    untimed = sum(1 for c in cells if c["cell_type"] == "code" and cell_seconds(c) is None
+                  and "solution" not in c["metadata"].get("tags", []))
     return (f"Run time: this notebook ran in {course['duration_s'] / 60:.1f} min in full mode "
             f"({course.get('executed', '?')}, {course.get('machine', '?')}): "
             + "; ".join(parts) + "."
