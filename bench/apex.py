@@ -42,13 +42,17 @@ def budget(quick: bool) -> dict:
     return {"target_return": GOAL, "max_env_steps": 150_000, "max_time_s": 300.0}
 
 
+def config(variant: str, seed: int, quick: bool):
+    """The full-mode config of `variant`, with the benchmark's budget and evaluation."""
+    _, config_cls, overrides = VARIANTS[variant]
+    return config_cls.preset(quick=False).updated(
+        {**overrides, **budget(quick), "seed": seed, "eval_episodes": 10})
+
+
 def run_once(variant: str, seed: int, quick: bool) -> dict:
     """One training run; env steps and seconds at the stop, and whether the goal was met."""
-    train, config_cls, overrides = VARIANTS[variant]
-    cfg = config_cls.preset(quick=False).updated(
-        {**overrides, **budget(quick), "seed": seed, "eval_episodes": 10})
     clock = Stopwatch()
-    result = train(cfg)
+    result = VARIANTS[variant][0](config(variant, seed, quick))
     process_s = clock.seconds
     last = result.last
     # seconds: when the evaluation that stopped the run ended (wall_s, evaluation inside the

@@ -16,6 +16,7 @@ bench/sb3.py).
 
 from __future__ import annotations
 
+import importlib
 import statistics
 from pathlib import Path
 
@@ -283,8 +284,6 @@ def section_soak(r: dict) -> str:
 
 def _section_of(name: str):
     """The `section` of bench/<name>.py, imported when it is drawn (those modules import Ray)."""
-    import importlib
-
     return lambda r: importlib.import_module(f"bench.{name}").section(r)
 
 
@@ -306,7 +305,8 @@ SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
             "matched": ("Pendulum against SB3 with the networks matched", _section_of("matched")),
             "model": ("The scaling model, against the ladder and on paper", _section_of("model")),
             "stop_rule": ("Can repeated looks fool \"reached\"? The stop rule, simulated",
-                          _section_of("stop_rule"))}
+                          _section_of("stop_rule")),
+            "chaos": ("Faults survived: actors killed, goals reached", _section_of("chaos"))}
 
 
 def _meta_note(meta: dict) -> str:

@@ -43,6 +43,16 @@ def run_cli(*args: str, timeout_s: float = 1_200) -> subprocess.CompletedProcess
                           env={**os.environ, "COURSE_QUICK": "0"})
 
 
+def checkpoint_score(run_dir, what: str) -> tuple[float, str]:
+    """The mean return of the newest checkpoint in `run_dir` on 20 fresh episodes, through
+    `evaluate` as a user would, and the line it printed."""
+    evaluation = run_cli("evaluate", str(run_dir), "--episodes", "20", "--seed", "1000")
+    if evaluation.returncode != 0:
+        raise RuntimeError(f"{what}: evaluate failed: {evaluation.stderr[-500:]}")
+    score = float(re.search(r"mean return (\S+)", evaluation.stdout).group(1))
+    return score, evaluation.stdout.strip()
+
+
 def one(task: str, seed: int, results_dir: Path, quick: bool) -> dict:
     algo, env_id = task.split(":")
     goal = GOALS[task]
@@ -57,10 +67,7 @@ def one(task: str, seed: int, results_dir: Path, quick: bool) -> dict:
         raise RuntimeError(f"{task} seed {seed}: train failed: {train.stderr.strip()[-500:]}")
     summary = train.stdout.strip().splitlines()[-1]
     run_dir = re.search(r"results in (\S+?);", summary).group(1)
-    evaluation = run_cli("evaluate", run_dir, "--episodes", "20", "--seed", "1000")
-    if evaluation.returncode != 0:
-        raise RuntimeError(f"{task} seed {seed}: evaluate failed: {evaluation.stderr[-500:]}")
-    score = float(re.search(r"mean return (\S+)", evaluation.stdout).group(1))
+    score, evaluated = checkpoint_score(run_dir, f"{task} seed {seed}")
     rows = [json.loads(line) for line in (Path(run_dir) / "result.json").read_text().splitlines()]
     last = rows[-1]
     return {"task": task, "seed": seed, "goal": goal, "reached": train.returncode == 0,
@@ -69,7 +76,7 @@ def one(task: str, seed: int, results_dir: Path, quick: bool) -> dict:
             "train_eval_return": round(last["eval_return"], 1),
             "train_eval_episodes": last["eval_episodes"], "checkpoint_score": score,
             "holds": (not quick) and within(score, goal),
-            "train_summary": summary, "evaluate": evaluation.stdout.strip()}
+            "train_summary": summary, "evaluate": evaluated}
 
 
 def check_targets(runs: list[dict]) -> dict:

@@ -27,8 +27,10 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | model        | the scaling model's best count    | the ladder's best count (committed |
 |              | and learner rate, per rung; 16    | scaling.json), Ape-X run at it     |
 |              | nodes on paper                    |                                    |
+| chaos        | Ape-X and SAC with their actors   | the same seeds unkilled; the goal, |
+|              | killed; a killed learner resumed  | its checkpoint on fresh episodes   |
 
-All of them take about 87 minutes on a quiet 2-core machine, the scaling ladder about 33 of
+All of them take about 95 minutes on a quiet 2-core machine, the scaling ladder about 33 of
 them (CONTRIBUTING.md, "A full refresh", has each one's time from its committed record).
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
 others still run. `--only NAME ...` runs those, and the report keeps the others' last JSON
@@ -59,8 +61,8 @@ from bench.benchreport import write_report
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "learner_feed",
-         "soak", "ray_overhead", "rllib", "matched", "stop_rule", "scaling", "model")
+NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "learner_feed", "soak",
+         "ray_overhead", "rllib", "matched", "stop_rule", "scaling", "model", "chaos")
 #: arguments a benchmark gets under run_all, to keep `make refresh` short:
 #: goal_holds checks the two tasks the SB3 targets compare (`python -m bench.goal_holds` alone
 #: also trains Ape-X on Acrobot-v1, ~5 min more); RLlib's runs stop at 400 s instead of 900 s

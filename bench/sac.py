@@ -43,11 +43,15 @@ QUICK = {"max_env_steps": 2_000, "max_time_s": 60.0, "start_steps": 500,
          "learning_starts": 500, "eval_episodes": 3}
 
 
+def config(env_id: str, seed: int, workers: int, overrides: dict) -> SACConfig:
+    """The full-mode config (the CLI's) with the task's goal and budget, and `overrides`."""
+    return SACConfig().updated({"env_id": env_id, "seed": seed, "num_workers": workers,
+                                **TASKS[env_id], **overrides})
+
+
 def run_seed(env_id: str, seed: int, workers: int, overrides: dict) -> dict:
     """One training run; what it took to reach the goal (or how far it got)."""
-    cfg = SACConfig().updated({"env_id": env_id, "seed": seed, "num_workers": workers,
-                               **TASKS[env_id], **overrides})
-    result = SACTrainer.train(cfg)
+    result = SACTrainer.train(config(env_id, seed, workers, overrides))
     last = result.last
     return {"seed": seed, "reached": result.stopped_by == "eval_return",
             "stopped_by": result.stopped_by, "env_steps": last["env_steps"],

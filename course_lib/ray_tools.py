@@ -211,7 +211,7 @@ def reserved_device() -> str:
 
 def live_actors() -> list[dict]:
     """The actors not dead now, from Ray's actor table (no dashboard needed), each as
-    {"class", "name", "state", "cpus", "gpus"}; state is "ALIVE", "PENDING_CREATION", ...
+    {"class", "name", "state", "cpus", "gpus", "restarts"}; state is "ALIVE", "RESTARTING", ...
     Read from the table's records themselves: `ray._private.state.actors()` leaves out the
     resources an actor holds (Ray is pinned)."""
     from ray._private.state import state
@@ -224,5 +224,6 @@ def live_actors() -> list[dict]:
         if status != "DEAD":
             need = dict(data.required_resources)
             rows.append({"class": data.class_name, "name": data.name, "state": status,
-                         "cpus": need.get("CPU", 0.0), "gpus": need.get("GPU", 0.0)})
+                         "cpus": need.get("CPU", 0.0), "gpus": need.get("GPU", 0.0),
+                         "restarts": data.num_restarts})
     return rows

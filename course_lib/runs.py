@@ -20,6 +20,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -215,11 +216,21 @@ def crash_report(err: BaseException, run_path) -> str:
 
 def resume_hint(trainer, config, run: Run | None, history: list[dict]) -> str:
     """How to continue a run whose learner died: its last evaluated snapshot, saved now if it
-    was not yet (the driver holds a copy of its state), and the command that resumes it."""
-    if run is None or not history:
+    was not yet (the driver holds a copy of its state), and the command that resumes it, with
+    this run's folder and checkpoint options (a continued run that checkpoints as this one
+    did), quoted for a shell."""
+    if run is None:
         return "no checkpoint to continue from (train with a run folder: course_lib train)"
+    if not history:
+        return "no iteration was evaluated yet, so there is no checkpoint: start the run again"
     last = history[-1]["iteration"]
     path = (run.path / "checkpoints" / f"checkpoint_{last:06d}" if run.checkpoint_due(last)
             else run.save_checkpoint(trainer.state()))
-    return (f"the last checkpoint is {path} (iteration {last}); continue with: python -m "
-            f"course_lib train --algo {trainer.algo} --env {config.env_id} --restore {path}")
+    options = [("--results-dir", run.path.parent), ("--checkpoint-freq", run.checkpoint_freq),
+               ("--keep-checkpoints", run.keep_checkpoints)]
+    command = ["python", "-m", "course_lib", "train", "--algo", trainer.algo, "--env",
+               config.env_id, "--restore", path, *[str(x) for option, value in options
+                                                  if value for x in (option, value)],
+               *(["--checkpoint-at-end"] if run.checkpoint_at_end else [])]
+    return (f"the last checkpoint is {path} (iteration {last}); continue with: "
+            f"{shlex.join(str(x) for x in command)}")

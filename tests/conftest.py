@@ -17,6 +17,15 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.fixture
+def by_value(request):
+    """Actors unpickle the test module's classes and functions by value (they cannot import
+    it), for the test."""
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    yield
+    ray.cloudpickle.unregister_pickle_by_value(request.module)
+
+
 # --------------------------------------------------------------------------------------------
 # Headless Chromium (tests marked `browser`): Debian's `chromium`, installed by `make chromium`
 # --------------------------------------------------------------------------------------------

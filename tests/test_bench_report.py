@@ -851,3 +851,34 @@ def test_stop_rule_section_tables_both_rules_and_checks_the_targets(tmp_path):
     assert "| CartPole 2% under (465.5) | 465.5 | " in block
     assert "| CartPole learning 300 -> 520 (40 looks) | 300 → " in block
     assert "stop_rule: CartPole 2% under (465.5), 50 looks: new rule reached" in text
+
+
+def test_the_chaos_bench_sets_each_chaos_run_against_its_unkilled_seed_and_renders(tmp_path):
+    chaos = _bench_module("chaos")
+    kills = [{"actor": a, "at_s": t, "back_s": 1.5, "restarts": 0}
+             for a, t in (("parameter server", 2.0), ("evaluator", 4.0), ("explorer 2", 6.0))]
+    runs = [{"task": "apex:CartPole-v1", "seed": 0, "chaos": c, "reached": True,
+             "seconds": 40.0 if c else 32.0, "gap": 70 if c else 20, "kills": kills if c else [],
+             **({"checkpoint_score": 500.0, "holds": True} if c else {})} for c in (False, True)]
+    runs[1]["kills"][2]["back_s"] = None                       # the run ended before it came back
+    rows = chaos.summarise(runs)
+    assert rows == [{"task": "apex:CartPole-v1", "seed": 0, "reached": True, "holds": True,
+                     "score": 500.0, "kills": 3, "worker_kills": 1, "restarts": 2, "lost": 50,
+                     "seconds_unkilled": 32.0, "seconds": 40.0, "ratio": 1.25}]
+    line = ("error: the learner died: killed; the last checkpoint is /r/c (iteration 3); continue"
+            " with: python -m course_lib train --algo apex --restore /r/c; results so far in /r")
+    learner = {"line": line, "one_line": True, "names_learner": True, "exit_continued": 0,
+               "command": "python -m course_lib train --algo apex --restore /r/c",
+               "summary": "apex CartPole-v1: reached 500.0", "reached": True, "holds": True,
+               "checkpoint_score": 499.5}
+    targets = chaos.check_targets(rows, learner)
+    assert all(t["met"] for t in targets.values())
+    assert not any(t["met"] for t in chaos.check_targets(
+        [{**rows[0], "holds": False}], {**learner, "one_line": False}).values())
+    result = {"meta": _meta({"quick": False}), "summary": rows, "learner": learner,
+              "targets": targets}
+    report = run_all.write_report({"chaos": result}, quick=False, out=tmp_path / "R.md")
+    assert "## Faults survived: actors killed, goals reached" in report
+    assert "| apex:CartPole-v1 | 0 | yes | 500 | yes | 3 | 1 | 2 | 50 | 32.00 | 40.00 | 1.25 |" \
+        in report
+    assert f"```\n{line}\n```" in report and "exit 0, apex CartPole-v1: reached 500.0" in report

@@ -2,7 +2,6 @@
 driver stops waiting at max_time_s, a failed start frees every actor, a failure names the
 actor at fault, unawaited calls are checked, and a crash has its own exit status."""
 
-import sys
 import threading
 
 import gymnasium as gym
@@ -156,14 +155,6 @@ class HangingEvaluationApex(ApexTrainer):
     def evaluation_functions(self):
         make_net, _ = super().evaluation_functions()
         return make_net, hanging_score
-
-
-@pytest.fixture
-def by_value():
-    """Actors unpickle this module's classes and functions by value (they cannot import it)."""
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    yield
-    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 def test_the_driver_stops_waiting_for_an_evaluation_at_max_time_s(ray_local, by_value):

@@ -150,6 +150,9 @@ class LearnerActor(ABC):
         self.unawaited = [(call, ref) for call, ref in self.unawaited if ref not in done]
 
     def snapshot(self) -> LearnerSnapshot:
+        """The learner now, for the driver; its weights are published again too, so that a
+        parameter server Ray restarted holds them within one iteration, due updates or not."""
+        self.send_unawaited("params.push (publish)", self.publish())
         return LearnerSnapshot(self.learner.state_dict(), self.learner.get_weights(),
                                self.learner.updates)
 

@@ -89,27 +89,37 @@ class WeightsFollower:
     `at_episode_end`), copying them only when their version changed."""
 
     #: how long it waits for the first weights: a parameter server that Ray just restarted is
-    #: empty until the learner publishes again, within `publish_every` updates
+    #: empty until the learner publishes again (within `publish_every` updates, or at the
+    #: driver's next snapshot)
     wait_s = 30.0
 
     def __init__(self, params, name: str, net, pull_every: int, at_episode_end: bool = False):
         self.params, self.name, self.net = params, name, net
         self.pull_every, self.at_episode_end = pull_every, at_episode_end
-        self.version = pull_into(params, name, net)
+        self.version = -1
         deadline = time.monotonic() + self.wait_s
-        while self.version < 0:
+        while self.pull() < 0:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no weights named {name!r} on the parameter server after "
                                    f"{self.wait_s:g} s: the learner never published them")
             time.sleep(0.1)
-            self.version = pull_into(params, name, net)
         self.since_pull = 0
 
     def step(self, episode_ended: bool) -> None:
         self.since_pull += 1
         if self.since_pull >= self.pull_every or (self.at_episode_end and episode_ended):
-            self.version = pull_into(self.params, self.name, self.net, self.version)
+            self.pull()
             self.since_pull = 0
+
+    def pull(self) -> int:
+        """`pull_into` the newest weights; the version held. A server that died after it
+        answered took the weights' object with it (Ray's objects die with their owner): the
+        weights held stay until the restarted server has new ones."""
+        try:
+            self.version = pull_into(self.params, self.name, self.net, self.version)
+        except ray.exceptions.ObjectLostError:
+            pass
+        return self.version
 
 
 def pin_this_process(learner: bool) -> None:
