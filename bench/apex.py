@@ -22,7 +22,7 @@ import os
 import numpy as np
 import ray
 
-from bench.benchlib import Recording, Stopwatch, parser, private_ray_tmp
+from bench.benchlib import Recording, Stopwatch, parser, private_ray_tmp, seeds_of
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.dqn import DQNConfig, DQNTrainer
@@ -123,12 +123,9 @@ def print_summary(result: dict) -> None:
 
 
 def main() -> None:
-    cli = parser(__doc__, "apex", "one seed, tiny budgets, no goal")
-    cli.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
-    args = cli.parse_args()
-    seeds = args.seeds or ((0,) if args.quick else (0, 1, 2))
+    args = parser(__doc__, "apex", "one seed, tiny budgets, no goal", seeds=True).parse_args()
     recording = Recording()
-    result = run(seeds, quick=args.quick)
+    result = run(seeds_of(args), quick=args.quick)
     print_summary(result)
     recording.write(result, args.json)
 

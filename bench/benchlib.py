@@ -52,13 +52,22 @@ def private_ray_tmp():
             shutil.rmtree(os.environ.pop("RAY_TMPDIR"), ignore_errors=True)
 
 
-def parser(doc: str, name: str, quick_help: str) -> argparse.ArgumentParser:
-    """The arguments every benchmark takes: `--quick` (a smoke run) and `--json` (where)."""
+def parser(doc: str, name: str, quick_help: str, seeds: bool = False) -> argparse.ArgumentParser:
+    """The arguments every benchmark takes: `--quick` (a smoke run) and `--json` (where); with
+    `seeds`, `--seeds` too (read with `seeds_of`)."""
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--json", default=str(REPO / "bench" / "results" / f"{name}.json"),
                    help="where to write (default: bench/results/<name>.json)")
+    if seeds:
+        p.add_argument("--seeds", type=int, nargs="+", default=None,
+                       help="default: 0 1 2 (--quick: 0)")
     return p
+
+
+def seeds_of(args, full=(0, 1, 2)) -> tuple[int, ...]:
+    """The seeds given with `--seeds`, else seed 0 alone in a quick run and `full` otherwise."""
+    return tuple(args.seeds or ((0,) if args.quick else full))
 
 
 def seed_all(seed: int) -> None:

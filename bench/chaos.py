@@ -50,7 +50,7 @@ from pathlib import Path
 import ray
 
 from bench import apex as apex_bench, sac as sac_bench
-from bench.benchlib import Recording, parser, private_ray_tmp
+from bench.benchlib import Recording, parser, private_ray_tmp, seeds_of
 from bench.goal_holds import GOALS, checkpoint_score, within
 from course_lib import cli, init_ray
 from course_lib.apex import ApexTrainer
@@ -293,12 +293,9 @@ def run(seeds, quick: bool, log=print) -> dict:
 
 
 def main() -> None:
-    cli_args = parser(__doc__, "chaos", "one seed, quick budgets, no goal")
-    cli_args.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
-    args = cli_args.parse_args()
-    seeds = args.seeds or ((0,) if args.quick else (0, 1, 2))
+    args = parser(__doc__, "chaos", "one seed, quick budgets, no goal", seeds=True).parse_args()
     recording = Recording()
-    result = run(seeds, args.quick)
+    result = run(seeds_of(args), args.quick)
     print(section(result))
     recording.write(result, args.json)
 

@@ -27,7 +27,7 @@ import statistics
 import ray
 import torch
 
-from bench.benchlib import Recording, parser, private_ray_tmp
+from bench.benchlib import Recording, parser, private_ray_tmp, seeds_of
 from bench.sac import QUICK as SAC_QUICK, run_seed
 from bench.sb3 import run_once
 from course_lib import init_ray
@@ -95,11 +95,9 @@ def section(r: dict) -> str:
 
 
 def main() -> None:
-    cli = parser(__doc__, "matched", "one seed, tiny budgets, no goal")
-    cli.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
-    args = cli.parse_args()
+    args = parser(__doc__, "matched", "one seed, tiny budgets, no goal", seeds=True).parse_args()
     recording = Recording(packages=("stable-baselines3",))
-    result = bench_matched(tuple(args.seeds or ((0,) if args.quick else (0, 1, 2))), args.quick)
+    result = bench_matched(seeds_of(args), args.quick)
     print(section(recording.write(result, args.json)))
 
 

@@ -58,7 +58,7 @@ import torch
 from stable_baselines3 import DQN, SAC
 from stable_baselines3.common.callbacks import BaseCallback
 
-from bench.benchlib import Recording, parser
+from bench.benchlib import Recording, parser, seeds_of
 from course_lib.dqn import DQNConfig
 from course_lib.envs import evaluate_policy, make_env
 from course_lib.results import stop_reason
@@ -215,13 +215,11 @@ def bench_sb3(seeds=(0, 1, 2), tasks=tuple(TASKS), quick: bool = False, log=prin
 
 
 def main() -> None:
-    cli = parser(__doc__, "sb3", "one seed, tiny budgets, no goal")
-    cli.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
+    cli = parser(__doc__, "sb3", "one seed, tiny budgets, no goal", seeds=True)
     cli.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     args = cli.parse_args()
     recording = Recording(packages=("stable-baselines3",))
-    seeds = args.seeds or ((0,) if args.quick else (0, 1, 2))
-    result = bench_sb3(tuple(seeds), tuple(args.tasks), args.quick)
+    result = bench_sb3(seeds_of(args), tuple(args.tasks), args.quick)
     for row in result["summary"]:
         print(f"{row['task']} SB3 {row['algo']}: {row['reached']}/{row['seeds']} reached; "
               f"median {row['median_env_steps']:,.0f} env steps, {row['median_time_s']:.1f} s")

@@ -70,7 +70,7 @@ import numpy as np
 import psutil
 import ray
 
-from bench.benchlib import Recording, Stopwatch, machine, parser, private_ray_tmp
+from bench.benchlib import Recording, Stopwatch, machine, parser, private_ray_tmp, seeds_of
 from bench.overhead import bare_learner_rate, explorer_step_costs
 from bench.scaling_summary import (
     check_targets,
@@ -285,10 +285,9 @@ def merged(earlier: dict, new: dict, log=print) -> dict:
 
 
 def main() -> None:
-    cli = parser(__doc__, "scaling", "one seed, 0 and 2 ms, no goal")
+    cli = parser(__doc__, "scaling", "one seed, 0 and 2 ms, no goal", seeds=True)
     cli.add_argument("--latencies", type=float, nargs="+", default=None,
                      help="env step latencies in ms (default 0 0.5 2 5)")
-    cli.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2")
     cli.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     cli.add_argument("--cap-s", type=float, default=CAP_S,
                      help=f"seconds of training per run (default {CAP_S:g})")
@@ -300,7 +299,7 @@ def main() -> None:
     if not args.cap_s > 0:
         cli.error("--cap-s must be a number of seconds > 0")
     latencies = args.latencies or ((0.0, 2.0) if args.quick else LATENCIES)
-    seeds = args.seeds or ((0,) if args.quick else SEEDS)
+    seeds = seeds_of(args, SEEDS)
     recording = Recording(packages=("stable-baselines3",))
     result = bench_scaling(latencies, seeds, args.variants, args.quick, args.cap_s)
     result["runs"] = stamped(result["runs"], recording.meta)

@@ -14,6 +14,7 @@ import numpy as np
 import ray
 import torch
 
+from bench import chaos
 from bench.chaos import kill_the_learner, run_as_printed
 from course_lib import cli, runs
 from course_lib.apex import ApexConfig, ApexSlots, ApexTrainer
@@ -56,6 +57,33 @@ def test_a_killed_parameter_server_is_restarted_and_the_run_goes_on(ray_local):
     assert version >= 1 and held >= 1                        # published again, and followed
     assert rows[-1]["env_steps"] > before["env_steps"]
     assert rows[-1]["learner_updates"] > before["learner_updates"]
+
+
+def test_the_chaos_of_the_bench_kills_each_part_and_the_run_goes_on(ray_local, monkeypatch):
+    """bench/chaos.py's thread, on a faster schedule: the parameter server, the evaluator and an
+    explorer killed; Ray brings each back and the run keeps learning after the last kill."""
+    monkeypatch.setattr(chaos, "ONCE", [(0.5, "parameter server"), (1.0, "evaluator")])
+    monkeypatch.setattr(chaos, "FIRST_WORKER_S", 1.5)
+    monkeypatch.setattr(chaos, "WORKER_EVERY_S", 1e6)           # one explorer killed
+    trainer = ApexTrainer(CFG.updated({"num_workers": 2}))
+    killer = chaos.Chaos(trainer, seed=0)
+    try:
+        rows = [trainer.step()]
+        killer.start()
+        deadline = time.monotonic() + 300
+        while len(killer.kills) < 3 or any(k["back_s"] is None for k in killer.kills) \
+                or trainer.counters.worker_restarts < 1:
+            assert time.monotonic() < deadline, f"not all back: {killer.kills}"
+            rows.append(trainer.step())
+        after = [trainer.step(), trainer.step()]
+    finally:
+        killer.stop()
+        trainer.close()
+    assert [k["actor"] for k in killer.kills[:2]] == ["parameter server", "evaluator"]
+    assert killer.kills[2]["actor"] in ("explorer 0", "explorer 1") and len(killer.kills) == 3
+    assert after[-1]["env_steps"] > rows[-1]["env_steps"]
+    assert after[-1]["learner_updates"] > rows[-1]["learner_updates"]
+    assert all(np.isfinite(r["eval_return"]) for r in after)
 
 
 def lost(ref) -> bool:
