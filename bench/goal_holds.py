@@ -65,8 +65,14 @@ def one(task: str, seed: int, results_dir: Path, quick: bool) -> dict:
     seconds = clock.seconds
     if train.returncode not in (0, 1):
         raise RuntimeError(f"{task} seed {seed}: train failed: {train.stderr.strip()[-500:]}")
-    summary = train.stdout.strip().splitlines()[-1]
-    run_dir = re.search(r"results in (\S+?);", summary).group(1)
+    summary = train.stdout.strip().splitlines()[-1] if train.stdout.strip() else ""
+    # "...; results in DIR; checkpoint PATH" (stdout), or "...; results so far in DIR" (stderr)
+    found = re.search(r"results (?:so far )?in (\S+?)(?:;|$)", train.stdout + train.stderr,
+                      re.MULTILINE)
+    if found is None:
+        raise RuntimeError(f"{task} seed {seed}: train printed no results folder (exit "
+                           f"{train.returncode}): {(train.stdout + train.stderr)[-500:]}")
+    run_dir = found.group(1)
     score, evaluated = checkpoint_score(run_dir, f"{task} seed {seed}")
     rows = [json.loads(line) for line in (Path(run_dir) / "result.json").read_text().splitlines()]
     last = rows[-1]
