@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from course_lib.results import ROW_KEYS
+from course_lib.results import ROW_KEYS, stop_reason
 from course_lib.teaching import rllib_compare
 from course_lib.teaching.rllib_compare import RLlibConfig, RLlibMissingError, row_from_result
 
@@ -91,6 +91,29 @@ def test_rllib_is_scored_by_course_libs_rule(monkeypatch, score, spread, expecte
     trainer.evaluate()                                   # the next iteration: new seeds
     seeds = [seed for _, _, seed in calls]
     assert len(seeds) == len(set(seeds)) and trainer.evaluations == len(calls)
+
+
+class _OneIteration:       # algorithm.train(): one iteration's result, no evaluation of RLlib's
+    def train(self):
+        return {"env_runners": {"num_env_steps_sampled_lifetime": 1_000},
+                "learners": {"default_policy": {"num_module_steps_trained_lifetime": 500}}}
+
+
+@pytest.mark.parametrize("spread, reached", [(0.5, True), (400.0, False)])
+def test_rllib_rows_stop_by_course_libs_bound(monkeypatch, spread, reached):
+    """A full-mode row of the race carries the bound the stop reads (eval_lower, goal_tests),
+    so the RLlib side stops by the same rule as ours: near-identical returns at -150 clear
+    -200, returns spread over +-400 around it do not (a row without the bound was refused)."""
+    monkeypatch.setattr(rllib_compare, "rllib_policy", lambda algorithm: "act")
+    monkeypatch.setattr(rllib_compare, "evaluate_policy", lambda act, env_id, episodes, seed:
+                        -150.0 + spread * np.resize([-1.0, 1.0], episodes))
+    cfg = RLlibConfig.for_algo("sac", quick=False)
+    trainer = _trainer(cfg)
+    trainer.algorithm, trainer.iteration, trainer.goal_tests = _OneIteration(), 0, 0
+    trainer.train_s, trainer.started, trainer.batch_size = 0.0, 0.0, 256
+    row = trainer.step()
+    assert row["goal_tests"] == 1 and not math.isnan(row["eval_lower"])
+    assert (stop_reason(row, cfg) == "eval_return") is reached
 
 
 def test_rllib_config_evaluates_nothing_itself_and_paces_by_seconds():

@@ -44,7 +44,8 @@ import numpy as np
 from course_lib.config import Config, quick_mode
 from course_lib.envs import evaluate_policy
 from course_lib.results import TrainResult
-from course_lib.trainer import Trainable, evaluation_request, evaluation_score, run_training
+from course_lib.scoring import evaluation_columns
+from course_lib.trainer import Trainable, evaluation_request, run_training
 
 INSTALL_HINT = ("RLlib is not installed (it is opt-in): run `make lab RLLIB=1`, or "
                 '`pip install -c requirements/lock.txt -e ".[attendee,rllib]"`, then restart '
@@ -229,6 +230,7 @@ class RLlibTrainer(Trainable):
     def __init__(self, cfg: RLlibConfig, checkpoint_dir: str | Path | None = None):
         self.algo = f"rllib-{cfg.algo}"      # the name run_training shows
         self.cfg, self.iteration, self.evaluations = cfg, 0, 0
+        self.goal_tests = 0                  # evaluations that tested the goal (the stop rule's)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self.checkpoints: list[Path] = []
         import torch
@@ -247,9 +249,9 @@ class RLlibTrainer(Trainable):
         self.iteration += 1
         row = row_from_result(result, self.iteration, self.train_s, self.batch_size)
         returns = self.evaluate()             # the clock stands still meanwhile
-        score, episodes = evaluation_score(self.cfg, returns)
-        row.update(eval_return=score, eval_episodes=episodes,
-                   wall_s=round(time.perf_counter() - self.started, 2))
+        scored = evaluation_columns(self.cfg, returns, self.goal_tests)  # course_lib's stop rule
+        self.goal_tests = scored["goal_tests"]
+        row.update(scored, wall_s=round(time.perf_counter() - self.started, 2))
         if self.cfg.checkpoint_every and self.iteration % self.cfg.checkpoint_every == 0:
             self.save()
         return row
