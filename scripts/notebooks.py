@@ -17,11 +17,13 @@ The attendee edition (`student_version`) is what attendees open. Each solution c
 collapsed Markdown block placed after its check, so neither Shift+Enter nor Run All executes it;
 outputs of exercise and check cells are cleared, and so are those of the cells tagged
 `prediction` (they measure what a "Predict, then run" prompt asks the attendee to guess, so
-their full-run outputs would spoil it) and `yours`, and of every cell that calls
-`exercises.yours(` (they run the attendee's own pieces: the committed run's "yours" is
-course_lib's solutions, not theirs); a code line
-`NAME = value  # attendee edition: other` reads `NAME = other` there, its output cleared (07
-runs its race in quick mode by default); cells tagged `ci` (the asserts that keep the test run
+their full-run outputs would spoil it) and `yours`, and of every cell that runs the attendee's
+pieces (`runs_attendee_code`: it calls `exercises.yours(` or `from_notebook(`, or names a
+function an exercise cell defines; "sum-tree descent: yours" must not be on screen before the
+attendee has written a line, and the committed run's "yours" is course_lib's solutions, not
+theirs); a code line `NAME = value  # attendee edition: other` reads `NAME = other` there, its
+output cleared (07 runs its race in quick mode by default); cells tagged `ci` (the asserts that
+keep the test run
 honest) are left out; the first cell says how to reveal a solution.
 
 `workshop` writes the attendee edition into an attendee's own folder once and never overwrites
@@ -31,6 +33,7 @@ it (their edits are theirs); `--refresh` moves the old folder to a timestamped b
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as dt
 import os
 import platform
@@ -111,12 +114,35 @@ REVEAL_NOTE = """
 
 
 # Code cells whose outputs the attendee edition clears: the attendee's own work, its check, the
-# measurements that answer a prediction, and the runs of the attendee's own pieces.
+# measurements that answer a prediction, and the runs of the attendee's own pieces (also found by
+# their code: `runs_attendee_code`).
 CLEARED_TAGS = {"exercise", "check", "prediction", "yours"}
-YOURS = "exercises.yours("          # a cell that calls it runs the attendee's pieces: cleared too
+ATTENDEE_CALLS = re.compile(r"\b(yours|from_notebook)\(")
 #: `NAME = value  # attendee edition: other`: the line the attendee edition has instead
 ATTENDEE_LINE = re.compile(r"^(?P<lead>\s*\w+\s*=\s*)(?P<value>.*?)\s*#\s*attendee edition:\s*"
                            r"(?P<other>.+)$", re.MULTILINE)
+
+
+def exercise_names(nb) -> set[str]:
+    """The functions and classes the notebook's exercise cells define: the attendee's pieces."""
+    names = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "exercise" in cell.metadata.get("tags", []):
+            names |= {node.name for node in ast.parse(cell.source).body
+                      if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+    return names
+
+
+def runs_attendee_code(cell, pieces: set[str]) -> bool:
+    """Whether a code cell runs the attendee's pieces: it calls `exercises.yours(...)` or
+    `from_notebook(...)`, or names one of `pieces` (`exercise_names`)."""
+    if cell.cell_type != "code" or ATTENDEE_CALLS.search(cell.source):
+        return cell.cell_type == "code"
+    try:
+        tree = ast.parse(cell.source)
+    except SyntaxError:                        # a %magic line
+        return False
+    return any(isinstance(node, ast.Name) and node.id in pieces for node in ast.walk(tree))
 
 
 def solution_markdown(solution):
@@ -137,10 +163,11 @@ def student_version(nb):
     """The attendee edition of notebook `nb` (changed in place and returned).
 
     A solution cell moves after the check that follows it, as collapsed Markdown; exercise,
-    check, prediction and yours cells lose their outputs; an attendee edition line replaces its
-    instructor line; `ci` cells go; the first cell gets the note on solutions.
+    check, prediction and yours cells, and those that run the attendee's pieces, lose their
+    outputs; an attendee edition line replaces its instructor line; `ci` cells go; the first
+    cell gets the note on solutions.
     """
-    cells, pending = [], []
+    cells, pending, pieces = [], [], exercise_names(nb)
     for cell in nb.cells:
         tags = set(cell.metadata.get("tags", []))
         if "ci" in tags:
@@ -148,7 +175,7 @@ def student_version(nb):
         if "solution" in tags:
             pending.append(solution_markdown(cell))
             continue
-        if cell.cell_type == "code" and (tags & CLEARED_TAGS or YOURS in cell.source):
+        if cell.cell_type == "code" and (tags & CLEARED_TAGS or runs_attendee_code(cell, pieces)):
             cell.outputs, cell.execution_count = [], None
         if cell.cell_type == "code" and ATTENDEE_LINE.search(cell.source):
             cell.source = attendee_lines(cell.source)

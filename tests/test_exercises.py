@@ -176,7 +176,7 @@ def test_workshop_is_created_once_and_refreshed_with_a_backup(tmp_path):
 # must contain, source):
 # a checker that only rejects the TODO stub could still accept anything else.
 MISTAKES = {
-    "get_in_loop": ("check_fast_sum_of_squares", "fast_sum_of_squares", "ray.get in a loop", '''
+    "get_in_loop": ("check_fast_sum_of_squares", "fast_sum_of_squares", "one after the other", '''
 def fast_sum_of_squares(square, xs):
     return sum(ray.get(square.remote(x)) for x in xs)
 '''),
@@ -371,6 +371,111 @@ def submit_with_env(client, argv, working_dir, env_vars):
     return client.submit_job(entrypoint=" ".join(argv),
                              runtime_env={"working_dir": working_dir, "env_vars": env_vars})
 '''),
+    # Issue 38: answers wrong in what makes them distributed (overlap, waits, finish order,
+    # copies, calls in flight), each of which passed the checkers of 39201f1
+    "live_mean_waits_then_sorts": ("check_live_mean", "live_mean", "as soon as its episode "
+                                   "finishes", '''
+def live_mean(play, seeds, tracker):
+    values = ray.get([play.remote(seed) for seed in seeds])      # every episode, then ...
+    for value in sorted(values):                                  # ... in sorted order
+        tracker.add.remote(value)
+        yield ray.get(tracker.mean.remote())
+'''),
+    "as_completed_reversed": ("check_as_completed", "as_completed", "order the tasks finish", '''
+def as_completed(refs):
+    for ref in reversed(refs):
+        yield ray.get(ref)
+'''),
+    "squares_half_batched": ("check_fast_sum_of_squares", "fast_sum_of_squares",
+                             "had been submitted", '''
+def fast_sum_of_squares(square, xs):
+    total = 0
+    for i in range(0, len(xs), 2):            # two at a time: they overlap, the rest wait
+        total += sum(ray.get([square.remote(x) for x in xs[i:i + 2]]))
+    return total
+'''),
+    "collect_put_none": ("check_collect", "collect", "instead of the policy's current weights",
+                         '''
+def collect(workers, policy, steps):
+    weights_ref = ray.put(None)               # one put, one reference for every worker ...
+    return ray.get([w.sample.remote(weights_ref, steps) for w in workers])   # ... of nothing
+'''),
+    "collect_one_worker_at_a_time": ("check_collect", "collect", "one after the other", '''
+from course_lib.nets import get_weights
+
+
+def collect(workers, policy, steps):
+    weights_ref = ray.put(get_weights(policy))
+    return [ray.get(w.sample.remote(weights_ref, steps)) for w in workers]
+'''),
+    "sync_iteration_one_collect_per_worker": ("check_sync_iteration", "sync_iteration",
+                                              "object store 2 times", '''
+from course_lib import pg
+from course_lib.nets import get_weights
+
+
+def collect(workers, policy, steps):
+    weights_ref = ray.put(get_weights(policy))
+    return ray.get([w.sample.remote(weights_ref, steps) for w in workers])
+
+
+def sync_iteration(workers, policy, optimizer, cfg):
+    batches = [collect([w], policy, cfg.steps_per_worker)[0] for w in workers]   # one by one
+    batch = pg.concat_batches(batches)
+    pg.update_policy(policy, optimizer, batch, cfg)
+    return batch
+'''),
+    "async_one_request_at_a_time": ("check_async_batches", "async_batches", "in flight", '''
+def async_batches(workers, weights_ref, steps, num_batches):
+    batches = []
+    while len(batches) < num_batches:         # only ever the first worker, one call at a time
+        [ready], _ = ray.wait([workers[0].sample.remote(weights_ref, steps)], num_returns=1)
+        batches.append(ray.get(ready))
+    return batches
+'''),
+    "cached_weights_copies_every_pull": ("check_cached_weights", "CachedWeights",
+                                         "copied them again", '''
+from course_lib.param_server import pull_weights
+
+
+class CachedWeights:
+    def __init__(self):
+        self.version, self.weights = -1, None
+
+    def get(self, ps, name):
+        version, weights = pull_weights(ps, name)        # no known_version: always sent
+        if version != self.version:
+            self.version, self.weights = version, weights
+        return self.weights
+'''),
+    "prefetched_waits_for_the_server": ("check_prefetched_weights", "PrefetchedWeights",
+                                        "waited for the server", '''
+class PrefetchedWeights:
+    def __init__(self, ps, name):
+        self.ps, self.name, self.version, self.weights = ps, name, -1, None
+
+    def latest(self):
+        version, ref = ray.get(self.ps.pull.remote(self.name, self.version))   # waits
+        if ref is not None:
+            self.version, self.weights = version, ray.get(ref)
+        return self.weights
+'''),
+    "worker_step_around_the_cache": ("check_worker_step", "worker_step", "around the cache",
+                                     '''
+from course_lib.param_server import pull_weights
+
+
+def worker_step(ps, cache, compute_gradients, lr):
+    _, weights = pull_weights(ps, "model")            # a copy every step, changed or not
+    return ray.get(ps.push_gradients.remote("model", compute_gradients(weights), lr))
+'''),
+    "learner_loop_without_prefetch": ("check_learner_loop", "learner_loop", "had not been asked",
+                                      '''
+def learner_loop(replay, train_step, updates, batch_size):
+    for _ in range(updates):                  # right priorities, but it waits for every batch
+        batch = ray.get(replay.sample.remote(batch_size))
+        replay.update_priorities.remote(batch["indices"], train_step(batch))
+'''),
 }
 
 
@@ -382,6 +487,25 @@ def test_systems_checker_names_the_typical_mistake(ray_local, request, mistake):
     args = [request.getfixturevalue("job_client")] if name == "submit_with_env" else []
     result = getattr(exercises, checker)(namespace[name], *args)
     assert not result.passed and words in result.message, repr(result)
+
+
+# Right answers that an earlier checker refused (issue 38): (checker, answer's name, source).
+RIGHT_ANSWERS = {
+    "submit_all_then_get_each": ("check_fast_sum_of_squares", "fast_sum_of_squares", '''
+def fast_sum_of_squares(square, xs):
+    refs = [square.remote(x) for x in xs]          # every task submitted first
+    return sum(ray.get(ref) for ref in refs)       # then one ray.get per ref: quiz 01 says fine
+'''),
+}
+
+
+@pytest.mark.parametrize("case", list(RIGHT_ANSWERS))
+def test_systems_checker_passes_a_right_answer(ray_local, case):
+    checker, name, source = RIGHT_ANSWERS[case]
+    namespace: dict = {"ray": ray_local}
+    exec(source, namespace)
+    result = getattr(exercises, checker)(namespace[name])
+    assert result.passed, repr(result)
 
 
 # Answers that passed an earlier checker without doing what the exercise asks (issue 27):
@@ -448,6 +572,10 @@ FIND_THE_BUG = {
 # ... and says the symptom first: the faulty line (these words of it) only from the second
 # failed check on
 FAULTY_LINE = {
+    "check_mean_return": "episode_return(play, seed) for seed in seeds",
+    "check_fragment_returns": "np.logical_or(terminated, truncated)",
+    "check_prefetched_weights": "self.pending = self.ps.pull.remote",
+    "check_learner_loop": "batch = ray.get(next_batch)",
     "check_learner_chunks": "in_flight += 1",
     "check_actor_step": "critic(obs, new_action)",
 }
@@ -488,10 +616,10 @@ def test_find_the_bug_names_the_line_only_on_a_second_failed_run(ray_local, monk
     from course_lib.teaching.exercises import core
 
     monkeypatch.setattr(core, "FAILED", core.Counter())
-    [(_, buggy, _, _)] = [p.values for p in find_the_bug_groups() if p.id == name]
+    [(_, buggy, _, check_cell)] = [p.values for p in find_the_bug_groups() if p.id == name]
     namespace: dict = {}
     exec(buggy, namespace)
-    piece = namespace[re.search(r"^def (\w+)", buggy, re.M)[1]]
+    piece = namespace[re.search(r"check_\w+\((\w+)\)", check_cell)[1]]
     check = getattr(exercises, name)
     assert not check.quietly(piece)
     first = check(piece)

@@ -3,6 +3,8 @@ tagged `prediction`, notebooks 02 to 08 ask at least one, and the attendee editi
 output (and no execution count) in a tagged cell, so the answer appears only when the attendee
 runs it."""
 
+import re
+
 import nbformat
 import pytest
 
@@ -48,14 +50,49 @@ def test_the_attendee_edition_hides_the_measured_answers(path):
         copy = shown[cell.id]
         assert copy.outputs == [] and copy.execution_count is None, cell.source[:200]
         assert copy.source == cell.source
-    yours = [c for c in instructor.cells if c.cell_type == "code" and (
-        nbtools.YOURS in c.source or "yours" in c.metadata.get("tags", []))]
+    pieces = nbtools.exercise_names(instructor)
+    yours = [c for c in instructor.cells if c.id in shown and c.cell_type == "code" and (
+        nbtools.runs_attendee_code(c, pieces) or "yours" in c.metadata.get("tags", []))]
     assert all(shown[c.id].outputs == [] for c in yours), "a run of the attendee's pieces shows"
     others = [c for c in instructor.cells if c.cell_type == "code" and c.outputs
               and not {"prediction", "exercise", "check", "ci", "solution", "yours"}
-              & set(c.metadata.get("tags", [])) and nbtools.YOURS not in c.source
+              & set(c.metadata.get("tags", [])) and not nbtools.runs_attendee_code(c, pieces)
               and not nbtools.ATTENDEE_LINE.search(c.source)]
     assert all(shown[c.id].outputs == c.outputs for c in others), "other outputs are kept"
+
+
+#: what a run of the attendee's pieces prints ("gradient average: yours; ...", "course_lib's (yours:
+#: ...)", "your learner_loop (fixed)"), not a docstring that names a slot ("a slot: yours in 03")
+SPEAKS_OF_YOURS = re.compile(r":\s*yours(?:;|\s*$)|\(yours:|\bby your \w+|"
+                             r"\byour \w+ \((?:fixed|not fixed)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_attendee_edition_shows_no_run_of_the_attendees_pieces(path):
+    """Issue 38: "sum-tree descent: yours" is never on screen before the attendee has written
+    a line. Every cell that runs the attendee's pieces loses its output, and no output left
+    in the attendee edition speaks of their pieces."""
+    attendee = nbtools.student_version(nbformat.read(path, as_version=4))
+    for cell in attendee.cells:
+        text = "".join(out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
+                       for out in cell.get("outputs", []))
+        assert not (said := SPEAKS_OF_YOURS.search(text)), f"{cell.id}: {said[0]!r} is on screen"
+
+
+def test_a_cell_that_runs_the_attendees_piece_loses_its_output():
+    """The rule itself: a cell naming a function an exercise cell defines, or calling
+    `exercises.yours`, is cleared; a cell that does neither keeps its output."""
+    def ran(source):
+        return nbformat.v4.new_code_cell(source, execution_count=1, outputs=[
+            nbformat.v4.new_output("stream", name="stdout", text="42\n")])
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("def mine(x):\n    raise NotImplementedError",
+                                  metadata={"tags": ["exercise"]}),
+        ran("print(mine(2))"), ran("slots, said = exercises.yours(Trainer, piece=f)"),
+        ran("print(mine_too(2), other.mine)")])
+    cells = nbtools.student_version(nb).cells
+    assert [bool(c.outputs) for c in cells[1:]] == [False, False, True]
 
 
 def test_a_prediction_cell_loses_its_output_in_the_attendee_edition():
@@ -88,8 +125,8 @@ def test_the_attendee_edition_clears_runs_of_the_attendees_pieces_and_swaps_its_
 
 
 # A prediction's reading, right under the cell that measures it, is folded (`<details>`) in
-# notebooks 05-08 (01-04 fold theirs the same way), so the answer is not on screen before the run.
-FOLDED_FROM = "05"
+# every lesson notebook, so the answer is not on screen before the run.
+FOLDED_FROM = "01"
 
 
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] >= FOLDED_FROM],

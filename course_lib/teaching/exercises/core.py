@@ -122,6 +122,65 @@ def _forbid_ray_get(hint: str):
         ray.get = original
 
 
+@contextlib.contextmanager
+def _watch_waits(waited: list, watched=lambda ref: True, waits: bool = False):
+    """Observe waiting instead of timing it: each `ray.get` inside the block that must wait for
+    an unfinished task among those `watched(ref)` picks is logged in `waited` (how many such
+    refs were not ready), and with `waits=True` so is each `ray.wait` without a timeout that
+    must wait for one, having fewer than `num_returns` results ready. `watched` is called
+    before the call goes on, so it may let a held task finish: nothing hangs."""
+    get, wait = ray.get, ray.wait
+
+    def unready(refs) -> int:
+        refs = list(dict.fromkeys(r for r in (refs if isinstance(refs, list | tuple) else [refs])
+                                  if isinstance(r, ray.ObjectRef)))
+        ready = set(wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
+        return sum(1 for r in refs if r not in ready and watched(r))
+
+    def watching_get(refs, *args, **kwargs):
+        if n := unready(refs):
+            waited.append(n)
+        return get(refs, *args, **kwargs)
+
+    def watching_wait(refs, *args, num_returns=1, timeout=None, **kwargs):
+        refs = list(refs)
+        ready = len(wait(list(dict.fromkeys(refs)), num_returns=len(set(refs)), timeout=0)[0]) \
+            if refs else 0
+        if timeout is None and ready < num_returns and (n := unready(refs)):
+            waited.append(n)
+        return wait(refs, *args, num_returns=num_returns, timeout=timeout, **kwargs)
+
+    ray.get = watching_get
+    if waits:
+        ray.wait = watching_wait
+    try:
+        yield waited
+    finally:
+        ray.get, ray.wait = get, wait
+
+
+class _Spy:
+    """An actor handle whose calls of `methods` are logged in `log` as (method, args, kwargs,
+    the ref it returned), in the order they were made; its other methods are the actor's."""
+
+    def __init__(self, actor, log: list, *methods: str):
+        self._actor, self._log, self._methods = actor, log, methods
+
+    def __getattr__(self, name: str):
+        method = getattr(self._actor, name)
+        if name not in self._methods:
+            return method
+        log = self._log
+
+        class Logged:
+            @staticmethod
+            def remote(*args, **kwargs):
+                ref = method.remote(*args, **kwargs)
+                log.append((name, args, kwargs, ref))
+                return ref
+        return Logged
+
+
 def yours(trainer, **candidates):
     """(`trainer`'s slots filled with the pieces that pass their exercise's check, one line
     saying whose each piece is): `yours(apex.ApexTrainer, outbox=Outbox)` -> (ApexSlots with

@@ -7,7 +7,7 @@ import time
 
 import ray
 
-from course_lib.teaching.exercises.core import _Failed, _forbid_ray_get, checker
+from course_lib.teaching.exercises.core import _Failed, _forbid_ray_get, _watch_waits, checker
 
 
 @checker(1, "tree_sum",
@@ -58,25 +58,78 @@ class _Leveled:
         return repr(self.value)
 
 
-@ray.remote
-def _sleep_then_return(seconds: float, value):
-    time.sleep(seconds)
-    return value
+@ray.remote(num_cpus=0)
+class _Gate:
+    """Holds a value back until opened (an asyncio actor: a waiting `hold` does not block
+    `open`)."""
+
+    def __init__(self):
+        import asyncio
+
+        self.opened = asyncio.Event()
+
+    async def open(self) -> None:
+        self.opened.set()
+
+    async def hold(self, value):
+        await self.opened.wait()
+        return value
+
+
+class _HeldTask:
+    """A task that finishes only when the checker releases it, after the answer has taken the
+    results that were ready: finish order is then certain, not a race of sleeps. `held(ref)`,
+    given to `_watch_waits`, sees an answer wait for it sooner, and releases it then."""
+
+    def __init__(self, value):
+        self.gate, self.released = _Gate.remote(), False
+        self.ref = self.gate.hold.remote(value)
+
+    def held(self, ref) -> bool:
+        if ref != self.ref or self.released:
+            return False
+        self.release()
+        return True
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            ray.get(self.gate.open.remote())
+
+    def take(self, results, waited: list) -> list:
+        """Every item of the iterable `results()` returns, its waits watched from the call on;
+        the held task is released once three items have come (the three quick tasks')."""
+        got = []
+        try:
+            with _watch_waits(waited, self.held, waits=True):
+                for item in results():
+                    got.append(item)
+                    if len(got) == 3:
+                        self.release()
+        finally:
+            self.release()
+            ray.kill(self.gate)
+        return got
 
 
 @checker(1, "as_completed",
          "results arrive in the order tasks finish.")
 def check_as_completed(as_completed):
-    """as_completed(refs) must yield every value, fastest first (ray.wait, not list order)."""
-    slow = _sleep_then_return.remote(1.5, "slow")
-    fast = [ray.put(i) for i in range(3)]
-    got = list(as_completed([slow, *fast]))
+    """as_completed(refs) must yield every value in the order the tasks finish: of four
+    tasks, one is held back until the three others' values have been yielded, and an answer
+    that waits for it before then is seen waiting (ray.get or ray.wait), not timed."""
+    slow, waited = _HeldTask("slow"), []
+    refs = [ray.put(0), ray.put(1), slow.ref, ray.put(2)]
+    got = slow.take(lambda: as_completed(refs), waited)
     if sorted(map(str, got)) != sorted(["slow", "0", "1", "2"]):
         raise _Failed(f"it yielded {got!r}; expected each of 'slow', 0, 1, 2 exactly once.",
                       "Remove each finished reference from the pending list.")
-    if got[0] == "slow":
-        raise _Failed("it waited for the slow task first, in list order.",
-                      "Use ready, pending = ray.wait(pending, num_returns=1).")
+    if waited or got[-1] != "slow":
+        raise _Failed(f"it yielded {got!r}: it waited for the third task, still running, "
+                      "while the other three had finished. Results must come in the order "
+                      "the tasks finish, not in the order of the list.",
+                      "Use ready, pending = ray.wait(pending, num_returns=1), then ray.get only "
+                      "the ready one.")
 
 
 @checker(1, "RunningMean",
@@ -121,16 +174,23 @@ def _logged_sleep(log, seconds: float, value):
 
 class _LoggedTask:
     """A stand-in for a remote function: `.remote(x)` starts a task that sleeps `seconds` and
-    returns `fn(x)`, and logs when it ran, so a checker can tell whether
-    the tasks ran at all, and side by side."""
+    returns `fn(x)`. It logs when each task ran (their own clocks) and, in `events`, each
+    submission ("submit") and, inside `watching()`, each wait for an unfinished task (a
+    number), in order: whether the tasks ran at all, side by side, and all started before the
+    caller first waited."""
 
     def __init__(self, fn, seconds: float):
         self.fn, self.seconds, self.log = fn, seconds, _SpanLog.remote()
+        self.events: list = []
         ray.get([_logged_sleep.remote(self.log, 0.2, None) for _ in range(2)])  # warm workers
         ray.get(self.log.record.remote(None))                  # marks the warm-up's end
 
     def remote(self, x):
+        self.events.append("submit")
         return _logged_sleep.remote(self.log, self.seconds, self.fn(x))
+
+    def watching(self):
+        return _watch_waits(self.events, waits=True)
 
     def spans(self) -> list[tuple[float, float]]:
         logged = ray.get(self.log.all.remote())
@@ -138,10 +198,12 @@ class _LoggedTask:
         return logged[logged.index(None) + 1:]
 
 
-def _require_side_by_side(task: _LoggedTask, count: int, what: str, hint: str) -> None:
+def _require_side_by_side(task: _LoggedTask, count: int, what: str, hint: str,
+                          line: str | None = None) -> None:
     """_Failed unless `count` tasks of `task` ran, at least two of them at the same time when
     Ray has two CPUs or more (evidence from the tasks' own clocks, not from how long the
-    caller took, so a busy machine cannot fail a right answer)."""
+    caller took, so a busy machine cannot fail a right answer), and all were submitted before
+    the caller first waited for one (observed order: so it does not matter how it waits)."""
     spans = sorted(task.spans())
     if len(spans) < count:
         raise _Failed(f"{len(spans)} of the {count} {what} ran as Ray tasks; the others were "
@@ -151,36 +213,31 @@ def _require_side_by_side(task: _LoggedTask, count: int, what: str, hint: str) -
     overlapped = any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
     if int(ray.cluster_resources().get("CPU", 1)) >= 2 and not overlapped:
         raise _Failed(f"the {count} {what} ran one after the other: each started only after "
-                      "the one before it had finished.", hint)
+                      "the one before it had finished.", hint, line)
+    first_wait = next((i for i, e in enumerate(task.events) if e != "submit"), len(task.events))
+    if (started := task.events[:first_wait].count("submit")) < count:
+        raise _Failed(f"it waited for a result when only {started} of the {count} {what} had "
+                      "been submitted: the others could not start until that wait was over.",
+                      hint, line)
 
 
 @checker(1, "fast_sum_of_squares",
-         "every task submitted before one ray.get: they ran side by side.")
+         "every task submitted before the first wait: they ran side by side.")
 def check_fast_sum_of_squares(fast_sum_of_squares):
-    """fast_sum_of_squares(square, xs) must give sum(x^2) with one ray.get, computed by tasks
-    of `square` that ran side by side (their logged start and end times overlap)."""
+    """fast_sum_of_squares(square, xs) must give sum(x^2), computed by tasks of `square` that
+    ran side by side (their logged start and end times overlap), every one submitted before
+    the first wait for a result: one ray.get of the list, or a ray.get per ref after all
+    were submitted, both pass."""
     xs = list(range(6))
     square = _LoggedTask(lambda x: x * x, 0.4)
-    gets, original_get = [], ray.get
-
-    def counting_get(*args, **kwargs):
-        gets.append(args)
-        return original_get(*args, **kwargs)
-
-    ray.get = counting_get
-    try:
+    with square.watching():
         total = fast_sum_of_squares(square, xs)
-    finally:
-        ray.get = original_get
     if total != sum(x * x for x in xs):
         raise _Failed(f"for xs = 0..5 it returned {total!r}, expected {sum(x * x for x in xs)}.",
                       "Sum the values that ray.get returns, not the ObjectRefs.")
-    if len(gets) > 1:
-        raise _Failed(f"it called ray.get {len(gets)} times: a ray.get in a loop.",
-                      "Submit every task first (a list of square.remote(x)), then call ray.get "
-                      "once on the whole list.")
     _require_side_by_side(square, len(xs), "squares",
-                          "Create all the futures before you wait for any of them.")
+                          "Submit every task first (a list of square.remote(x)), then wait "
+                          "for the results.")
 
 
 @checker(1, "mean_return", "the episodes ran side by side, one ray.get for all of them.")
@@ -188,13 +245,17 @@ def check_mean_return(mean_return):
     """Find the bug: mean_return(play, seeds) must return the mean of play(seed) over the
     seeds, the episodes played as tasks that ran side by side."""
     play = _LoggedTask(lambda seed: 10.0 * seed, 0.3)
-    got = mean_return(play, range(6))
+    with play.watching():
+        got = mean_return(play, range(6))
     if got != 25.0:
         raise _Failed(f"for returns 0, 10, ..., 50 it gave {got!r}, expected 25.0.",
                       "Average the values that ray.get returns.")
     _require_side_by_side(play, 6, "episodes",
                           "Read it as the driver runs it: where does it wait, and how many "
-                          "times? Every episode should be submitted before the first wait.")
+                          "times? Every episode should be submitted before the first wait.",
+                          "`returns = [episode_return(play, seed) for seed in seeds]`: "
+                          "episode_return calls ray.get, so each episode is waited for before "
+                          "the next one is submitted.")
 
 
 @ray.remote(num_cpus=0)
@@ -214,23 +275,28 @@ class _RecordingMean:
         return self.values
 
 
-class _OneSlowEpisode:
-    """A stand-in for `play_episode`: seed 0's episode takes 1.5 s and returns 100, every other
-    seed's is ready at once and returns the seed."""
+class _OneHeldEpisode(_HeldTask):
+    """A stand-in for `play_episode`: seed 0's episode returns 100 and is held back (a
+    `_HeldTask`), every other seed's is ready at once and returns the seed."""
+
+    def __init__(self):
+        super().__init__(100.0)
 
     def remote(self, seed):
-        return _sleep_then_return.remote(1.5, 100.0) if seed == 0 else ray.put(float(seed))
+        return self.ref if seed == 0 else ray.put(float(seed))
 
 
 @checker(1, "live_mean", "episodes side by side, each return added as it finished, the mean "
          "read after each add.")
 def check_live_mean(live_mean):
     """live_mean(play, seeds, tracker) must play every seed's episode side by side, add each
-    return to the actor `tracker` in the order the episodes finish, and yield the tracker's
-    mean after each add."""
-    tracker = _RecordingMean.remote()
+    return to the actor `tracker` as its episode finishes (one episode is held back until
+    three means have come: waiting for it sooner is seen, not timed), and yield the
+    tracker's mean after each add."""
+    tracker, play, waited = _RecordingMean.remote(), _OneHeldEpisode(), []
     try:
-        got = [float(m) for m in live_mean(_OneSlowEpisode(), [0, 1, 2, 3], tracker)]
+        got = [float(m) for m in play.take(lambda: live_mean(play, [0, 1, 2, 3], tracker),
+                                           waited)]
         added = ray.get(tracker.added.remote())
     finally:
         ray.kill(tracker)
@@ -238,10 +304,12 @@ def check_live_mean(live_mean):
         raise _Failed(f"the tracker was given {added}, expected each episode's return once "
                       "(1, 2, 3 and the slow episode's 100).",
                       "Call tracker.add.remote(value) for every value your as_completed yields.")
-    if added[0] == 100.0:
-        raise _Failed("the slow episode's return was added first: the episodes were taken in "
-                      "the order they were submitted, not the order they finished.",
-                      "Submit every episode first, then loop over as_completed(refs).")
+    if waited or added[-1] != 100.0:
+        raise _Failed(f"the tracker was given {added}: live_mean waited for the slow episode "
+                      "before it had added the returns of the three that had finished. Each "
+                      "return must be added as soon as its episode finishes.",
+                      "Submit every episode first, then loop over as_completed(refs), adding "
+                      "each value as it comes.")
     expected = [sum(added[:k]) / k for k in range(1, len(added) + 1)]
     if len(got) != len(expected) or not all(
             abs(a - b) < 1e-9 for a, b in zip(got, expected, strict=True)):

@@ -6,7 +6,13 @@ import time
 
 import ray
 
-from course_lib.teaching.exercises.core import _Failed, checker, require_close
+from course_lib.teaching.exercises.core import (
+    _Failed,
+    _Spy,
+    _watch_waits,
+    checker,
+    require_close,
+)
 
 
 @checker(2, "reward_to_go",
@@ -30,64 +36,101 @@ def check_reward_to_go(reward_to_go):
                   "Loop t from the last step backwards: G_t = r_t + gamma * G_{t+1}.")
 
 
-class _RecordedMethod:
-    """An actor method that records the arguments of each `.remote(...)` call, then makes it."""
+class _Broadcast:
+    """What the attendee's code does with the weights, observed: the value of each `ray.put`,
+    and in `log`, in the order they happened, each `sample` call of the spied `workers`
+    (method, args, kwargs, the batch's ref) and each wait for an unfinished batch (a number)."""
 
-    def __init__(self, method, calls: list):
-        self.method, self.calls = method, calls
+    def __init__(self, actors):
+        self.puts, self.log = [], []
+        self.workers = [_Spy(actor, self.log, "sample") for actor in actors]
 
-    def remote(self, *args, **kwargs):
-        self.calls.append((args, kwargs))
-        return self.method.remote(*args, **kwargs)
+    def calls(self) -> list:
+        return [entry for entry in self.log if isinstance(entry, tuple)]
 
+    def __enter__(self):
+        self.put = put = ray.put
 
-class _RecordedSampler:
-    """A rollout worker's handle whose `sample` calls are recorded into `calls`."""
+        def counting_put(value, *args, **kwargs):
+            self.puts.append(value)
+            return put(value, *args, **kwargs)
 
-    def __init__(self, actor, calls: list):
-        self.sample = _RecordedMethod(actor.sample, calls)
+        ray.put = counting_put
+        self.watch = _watch_waits(self.log, lambda ref: ref in {c[3] for c in self.calls()},
+                                  waits=True)
+        self.watch.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.watch.__exit__(*exc)
+        ray.put = self.put
+
+    def require(self, current: dict, what: str) -> None:
+        """_Failed unless every sample call got the policy's `current` weights, those went
+        into the object store once, and every worker was asked before the driver first
+        waited for a batch."""
+        import numpy as np
+
+        def same(weights) -> bool:
+            return isinstance(weights, dict) and set(weights) == set(current) and all(
+                np.array_equal(weights[k], current[k]) for k in current)
+
+        sent = [args[0] if args else kwargs.get("weights") for _, args, kwargs, _ in self.calls()]
+        got = [ray.get(w) if isinstance(w, ray.ObjectRef) else w for w in sent]
+        if wrong := [w for w in got if not same(w)]:
+            raise _Failed(f"{what}: a worker was handed {wrong[0]!r:.40} instead of the "
+                          "policy's current weights, so it sampled with whatever weights it "
+                          "had.", "ray.put(get_weights(policy)) once and hand that reference "
+                          "to every sample.remote call.")
+        by_value = sum(not isinstance(w, ray.ObjectRef) for w in sent)
+        copies = sum(map(same, self.puts)) + by_value
+        if by_value:
+            raise _Failed(f"{what}: it passed the weights to sample.remote by value, so Ray "
+                          f"copied them into the object store once per call: {copies} copies "
+                          "of one set of weights.",
+                          "Hand every sample.remote call the reference that ray.put returned.")
+        if copies != 1:
+            raise _Failed(f"{what}: the weights went into the object store {copies} times for "
+                          f"{len(self.workers)} workers; one copy, read by all, is enough.",
+                          "Call ray.put(get_weights(policy)) once, before the loop over "
+                          "workers.")
+        first_wait = next((i for i, e in enumerate(self.log) if not isinstance(e, tuple)),
+                          len(self.log))
+        if first_wait < len(self.workers):
+            raise _Failed(f"{what}: the driver waited for a batch when only {first_wait} of the "
+                          f"{len(self.workers)} workers had been asked for one: they sampled "
+                          "one after the other, not side by side.",
+                          "Ask every worker first (a list of sample.remote references), then "
+                          "wait for all of them with one ray.get.")
 
 
 @checker(2, "collect",
-         "one ray.put, one batch per worker.")
+         "one copy of the current weights, every worker asked before the first wait.")
 def check_collect(collect):
-    """collect(workers, policy, steps) must ray.put the weights once and hand that one
-    reference to every worker's sample call."""
+    """collect(workers, policy, steps) must hand every worker's sample call the policy's
+    current weights as one object-store copy (a ray.put once), and ask every worker before it
+    waits for a batch: observed in its ray.put and sample calls, and in its waits."""
     import gymnasium as gym
 
     from course_lib import pg
+    from course_lib.nets import get_weights
 
     sampler = pg.EpisodeSampler.options(num_cpus=0)   # placed even if a CPU is still held
     actors = [sampler.remote("CartPole-v1", (16,), 0.99, seed) for seed in (1, 2)]
     policy = pg.make_policy(gym.make("CartPole-v1"), (16,))
-    puts, calls, original_put = [], [], ray.put
-
-    def counting_put(value, *args, **kwargs):
-        puts.append(original_put(value, *args, **kwargs))
-        return puts[-1]
-
-    ray.put = counting_put
     try:
-        batches = collect([_RecordedSampler(a, calls) for a in actors], policy, 20)
+        with _Broadcast(actors) as seen:
+            batches = collect(seen.workers, policy, 20)
+        if not isinstance(batches, list) or len(batches) != 2:
+            raise _Failed(f"it returned {type(batches).__name__}, expected a list of 2 "
+                          "batches.", "ray.get a list of worker.sample.remote(...) references.")
+        if any(len(b["reward"]) < 20 for b in batches):
+            raise _Failed("a batch has fewer than `steps` steps.",
+                          "Pass `steps` as the second argument of sample.remote.")
+        seen.require(get_weights(policy), "collect")
     finally:
-        ray.put = original_put
         for actor in actors:
             ray.kill(actor)
-    if not isinstance(batches, list) or len(batches) != 2:
-        raise _Failed(f"it returned {type(batches).__name__}, expected a list of 2 batches.",
-                      "ray.get a list of worker.sample.remote(...) references.")
-    if any(len(b["reward"]) < 20 for b in batches):
-        raise _Failed("a batch has fewer than `steps` steps.",
-                      "Pass `steps` as the second argument of sample.remote.")
-    if len(puts) != 1:
-        raise _Failed(f"it called ray.put {len(puts)} times; the weights should go into the "
-                      "object store once.",
-                      "Call ray.put(get_weights(policy)) once, before the loop over workers.")
-    sent = [args[0] if args else kwargs.get("weights") for args, kwargs in calls]
-    if any(weights is not puts[0] for weights in sent):
-        raise _Failed("it passed the weights to sample.remote by value, not the reference "
-                      "from ray.put: Ray serialised them again for every worker.",
-                      "Hand weights_ref, what ray.put returned, to every sample.remote call.")
 
 
 @ray.remote(num_cpus=0)
@@ -115,25 +158,14 @@ class _FakeSampler:
 def check_async_batches(async_batches):
     """async_batches(workers, weights_ref, steps, num_batches) must keep one sample request in
     flight per worker and return the batches in the order they finish: with one fast and one
-    slow worker, the fast one supplies them, and ray.get never waits on an unfinished batch."""
+    slow worker, the fast one supplies them, the slow one has its request in flight all along,
+    and ray.get never waits on an unfinished batch (observed, not timed)."""
     fast, slow = _FakeSampler.remote("fast", 0.05), _FakeSampler.remote("slow", 3.0)
     ray.get([fast.ready.remote(), slow.ready.remote()])
-    blocked, original_get = [], ray.get
-
-    def watching_get(refs, *args, **kwargs):
-        as_list = refs if isinstance(refs, list) else [refs]
-        ready, _ = ray.wait(as_list, num_returns=len(as_list), timeout=0)
-        if len(ready) < len(as_list):
-            blocked.append(len(as_list) - len(ready))
-        return original_get(refs, *args, **kwargs)
-
-    ray.get = watching_get
-    try:
+    with _watch_waits([]) as blocked:
         batches = async_batches([fast, slow], ray.put({"w": 0}), 8, 6)
-    finally:
-        ray.get = original_get
     try:
-        calls = original_get([fast.num_calls.remote(), slow.num_calls.remote()], timeout=10)
+        calls = ray.get([fast.num_calls.remote(), slow.num_calls.remote()], timeout=10)
     finally:
         for actor in (fast, slow):
             ray.kill(actor)
@@ -153,6 +185,11 @@ def check_async_batches(async_batches):
                       "the fast one (0.05 s) back.",
                       "Give a worker its next request as soon as its batch arrives, and "
                       "take batches in the order they finish.")
+    if calls[1] == 0:
+        raise _Failed("the slow worker was never asked for a batch: one request was in flight "
+                      "at a time, where each worker should have its own.",
+                      "Start with one request per worker: {w.sample.remote(...): w for w in "
+                      "workers}.")
     if calls[0] > 6 + 1 or calls[1] > 1:
         raise _Failed(f"it sent {calls[0]} requests to the fast worker and {calls[1]} to the "
                       "slow one for 6 batches: more than one request in flight per worker.",
@@ -182,47 +219,42 @@ def check_fragment_returns(fragment_returns):
                       "came out as 1.0 = r_2 alone, as if the pole had fallen there; expected "
                       "5.0 = r_2 + 0.5 * V(s_3) = 1 + 0.5 * 8.",
                       "terminated and truncated both end an episode, but only one ends the "
-                      "task. What should the sum go on with after a time limit?")
+                      "task. What should the sum go on with after a time limit?",
+                      "`done = np.logical_or(terminated, truncated)` makes a time limit zero "
+                      "the future as a fall does; after a truncation it goes on from "
+                      "next_values[t].")
     require_close(got, expected, f"for the fragment in the checker it gave {np.round(got, 3)}, "
                   f"expected {expected}.",
                   "Walk backwards: restart at zero after a termination, at next_values[t] "
                   "after a truncation, and at next_values[-1] at the fragment's end.")
 
 
-class _KeptSampler:
-    """A rollout worker's handle whose `sample` calls are recorded, with the reference each
-    returned, so that a checker can read the very batches the attendee's code was given."""
-
-    def __init__(self, actor, calls: list):
-        self.sample, self.calls, self.actor = self, calls, actor
-
-    def remote(self, *args, **kwargs):
-        ref = self.actor.sample.remote(*args, **kwargs)
-        self.calls.append(ref)
-        return ref
-
-
 @checker(2, "sync_iteration", "your collect, one batch, one update: the same step as train_sync.")
 def check_sync_iteration(sync_iteration):
     """sync_iteration(workers, policy, optimizer, cfg) must collect one batch per worker with
-    the current weights, concatenate them and take one `pg.update_policy` step on the result:
-    the policy's new weights must be those of that step on the batches the workers returned."""
+    the current weights (one copy, every worker asked before the first wait: `_Broadcast`),
+    concatenate them and take one `pg.update_policy` step on the result: the policy's new
+    weights must be those of that step on the batches the workers returned."""
     import torch
 
     from course_lib import pg
+    from course_lib.nets import get_weights
 
     cfg = pg.PGConfig(steps_per_worker=64, hidden=(16,), seed=3)
     policy, optimizer = pg.make_policy_and_optimizer(cfg)
     twin, twin_optimizer = pg.make_policy_and_optimizer(cfg)          # same seed: same start
     sampler = pg.EpisodeSampler.options(num_cpus=0)   # placed even if a CPU is still held
     actors = [sampler.remote(cfg.env_id, cfg.hidden, cfg.gamma, seed) for seed in (5, 6)]
-    calls: list = []
+    before = get_weights(policy)
     try:
-        batch = sync_iteration([_KeptSampler(a, calls) for a in actors], policy, optimizer, cfg)
-        if len(calls) != len(actors):
-            raise _Failed(f"the workers were asked for {len(calls)} batches, expected one each "
-                          f"({len(actors)}).", "Call your collect(workers, policy, steps) once.")
-        given = pg.concat_batches(ray.get(calls))
+        with _Broadcast(actors) as seen:
+            batch = sync_iteration(seen.workers, policy, optimizer, cfg)
+        if len(seen.calls()) != len(actors):
+            raise _Failed(f"the workers were asked for {len(seen.calls())} batches, expected "
+                          f"one each ({len(actors)}).",
+                          "Call your collect(workers, policy, steps) once.")
+        seen.require(before, "sync_iteration")
+        given = pg.concat_batches(ray.get([call[3] for call in seen.calls()]))
     finally:
         for actor in actors:
             ray.kill(actor)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ray
 
-from course_lib.teaching.exercises.core import _Failed, checker
+from course_lib.teaching.exercises.core import _Failed, _watch_waits, checker
 
 
 @checker(3, "average_gradients",
@@ -26,33 +26,6 @@ def check_average_gradients(average_gradients):
             raise _Failed(f"entry {name!r} is not the mean over the workers.",
                           "np.mean([g[name] for g in grads_list], axis=0) averages "
                           "element by element.")
-
-
-@checker(3, "CachedWeights",
-         "copies only when the version changed.")
-def check_cached_weights(cached_class):
-    """CachedWeights.get must return the newest weights and copy only when the version changed."""
-    import numpy as np
-
-    from course_lib.param_server import ParameterStoreActor
-
-    ps = ParameterStoreActor.remote()
-    ray.get(ps.push.remote("net", {"w": np.zeros(3, np.float32)}))
-    cache = cached_class()
-    first = cache.get(ps, "net")
-    second = cache.get(ps, "net")
-    if first is None or not np.array_equal(first["w"], np.zeros(3)):
-        raise _Failed("the first get did not return the pushed weights.",
-                      "Start with version -1 so the first pull always copies.")
-    if second is not first:
-        raise _Failed("the second get copied the weights again although nothing changed.",
-                      "Keep the weights you got and return them when the pull gives None.")
-    ray.get(ps.push.remote("net", {"w": np.ones(3, np.float32)}))
-    third = cache.get(ps, "net")
-    if third is None or not np.array_equal(third["w"], np.ones(3)):
-        raise _Failed("after a new push, get still returned the old weights.",
-                      "Remember the version from each pull and pass it as known_version.")
-    ray.kill(ps)
 
 
 @checker(3, "VersionedWeights", "a pull copies the weights only when they are newer.")
@@ -126,6 +99,36 @@ class _CountingServer:
         return self.pulls, self.copies
 
 
+@checker(3, "CachedWeights",
+         "copies only when the version changed.")
+def check_cached_weights(cached_class):
+    """CachedWeights.get must return the newest weights and have the server copy them only
+    when the version changed: the server counts the pulls it answers with weights."""
+    import numpy as np
+
+    server = _CountingServer.remote()
+    try:
+        ray.get(server.push.remote("net", {"w": np.zeros(3, np.float32)}))
+        cache = cached_class()
+        first, _ = cache.get(server, "net"), cache.get(server, "net")
+        if first is None or not np.array_equal(first["w"], np.zeros(3)):
+            raise _Failed("the first get did not return the pushed weights.",
+                          "Start with version -1 so the first pull always copies.")
+        _, copies = ray.get(server.counts.remote())
+        if copies > 1:
+            raise _Failed(f"two gets of one version made the server copy the weights {copies} "
+                          "times: each get copied them again although nothing had changed.",
+                          "Pull with the version you hold (known_version): the server then "
+                          "sends None, and you return the weights you kept.")
+        ray.get(server.push.remote("net", {"w": np.ones(3, np.float32)}))
+        third = cache.get(server, "net")
+        if third is None or not np.array_equal(third["w"], np.ones(3)):
+            raise _Failed("after a new push, get still returned the old weights.",
+                          "Remember the version from each pull and pass it as known_version.")
+    finally:
+        ray.kill(server)
+
+
 @checker(3, "PrefetchedWeights", "a pull is always in flight; new versions arrive, old ones "
          "are not copied again.")
 def check_prefetched_weights(prefetched_class):
@@ -134,25 +137,37 @@ def check_prefetched_weights(prefetched_class):
     copy a version to it only once."""
     import numpy as np
 
-    server = _CountingServer.remote()
+    server, waited = _CountingServer.remote(), []
     try:
         ray.get(server.push.remote("policy", {"w": np.zeros(3, np.float32)}))
-        cache = prefetched_class(server, "policy")
-        if not _poll(cache.latest, np.zeros(3)):
+        with _watch_waits(waited):
+            cache = prefetched_class(server, "policy")
+            arrived = _poll(cache.latest, np.zeros(3))
+        if not arrived:
             raise _Failed("latest() never returned the weights pushed before it started.",
                           "Take the pull's result once ray.wait says it is ready.")
-        _poll(cache.latest, polls=20)             # nothing new: every pull comes back empty
+        with _watch_waits(waited):
+            _poll(cache.latest, polls=20)         # nothing new: every pull comes back empty
         _, copies = ray.get(server.counts.remote())
         if copies > 1:
             raise _Failed(f"the server copied the same version to it {copies} times.",
                           "Pull with the version you already hold: the server then sends None.")
         ray.get(server.push.remote("policy", {"w": np.ones(3, np.float32)}))
-        if not _poll(cache.latest, np.ones(3)):
+        with _watch_waits(waited):
+            arrived = _poll(cache.latest, np.ones(3))
+        if not arrived:
             pulls, _ = ray.get(server.counts.remote())
             raise _Failed(f"after the learner pushed version 2, latest() kept returning "
                           f"version 1's weights; the server was asked {pulls} time(s) in all.",
-                          "Follow self.pending: once its answer has been read, what is there "
-                          "left to wait for?")
+                          "Push twice, calling latest() in between, and count the pulls the "
+                          "server answered: when does it stop being asked?",
+                          "under `if ready:` the answer is read, but no new pull is sent; add "
+                          "`self.pending = self.ps.pull.remote(self.name, self.version)` there.")
+        if waited:
+            raise _Failed("latest() waited for the server's answer (a ray.get of a pull still "
+                          "in flight): an explorer would stop acting every time it asks.",
+                          "Look with ray.wait([self.pending], timeout=0) and ray.get the pull "
+                          "only when it is ready.")
     finally:
         ray.kill(server)
 
@@ -167,6 +182,13 @@ def check_worker_step(worker_step):
 
     from course_lib.param_server import CachedWeights, ParameterStoreActor
 
+    class SeenCache(CachedWeights):
+        gets = 0
+
+        def get(self, ps, name):
+            self.gets += 1
+            return super().get(ps, name)
+
     ps = ParameterStoreActor.remote()
     seen = []
 
@@ -176,7 +198,7 @@ def check_worker_step(worker_step):
 
     try:
         ray.get(ps.push.remote("model", {"w": np.zeros(3, np.float32)}))
-        cache = CachedWeights()
+        cache = SeenCache()
         for step, held in enumerate((0.0, -0.5), start=1):
             version = worker_step(ps, cache, compute_gradients, 0.5)
             if len(seen) != step or not np.allclose(seen[-1], held):
@@ -189,5 +211,10 @@ def check_worker_step(worker_step):
                               f"{ray.get(ps.version.remote('model'))}, expected {step + 1}.",
                               "Push the gradient once with ps.push_gradients.remote('model', "
                               "grads, lr) and return ray.get of it.")
+            if cache.gets != step:
+                raise _Failed(f"in {step} step(s) it asked `cache` for the weights {cache.gets} "
+                              "time(s): it fetched them around the cache, which copies them "
+                              "only when the version changed.",
+                              "weights = cache.get(ps, 'model'), once per step.")
     finally:
         ray.kill(ps)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course_lib.teaching.exercises.core import _Failed, checker, require_close
+from course_lib.teaching.exercises.core import _Failed, _Spy, checker, require_close
 
 
 class _CountingArray:
@@ -172,17 +172,25 @@ def _logging_replay():
     return LoggingReplay.remote()
 
 
-@checker(4, "learner_loop", "each batch's priorities go back to that batch's transitions.")
+@checker(4, "learner_loop", "each batch's priorities go back to that batch's transitions, the "
+         "next batch in flight while it trains.")
 def check_learner_loop(learner_loop):
     """Find the bug: learner_loop(replay, train_step, updates, batch_size) must write each
     batch's new priorities to the ids of that same batch: the checker reads the replay's call
-    log and its sum tree, whose leaf for item x must hold the priority of x's own TD error."""
+    log and its sum tree, whose leaf for item x must hold the priority of x's own TD error.
+    And it must prefetch: while train_step k runs, the sample of batch k + 1 has been asked
+    for (counted in the calls made on the replay's handle, not timed)."""
     import numpy as np
     import ray
 
-    replay = _logging_replay()
+    replay, calls, asked = _logging_replay(), [], []
+
+    def train_step(batch):
+        asked.append(len(calls))                  # samples requested while this step trains
+        return 0.1 + 0.01 * batch["x"]
+
     try:
-        learner_loop(replay, lambda batch: 0.1 + 0.01 * batch["x"], 5, 8)
+        learner_loop(_Spy(replay, calls, "sample"), train_step, 5, 8)
         sampled, updated, leaves = ray.get(replay.log.remote())
     finally:
         ray.kill(replay)
@@ -197,13 +205,21 @@ def check_learner_loop(learner_loop):
             raise _Failed(f"update {step + 1} wrote batch {step + 1}'s priorities to the ids of "
                           f"batch {sampled.index(ids) + 1}, the one sampled next: the sum "
                           "tree now favours transitions for other transitions' errors.",
-                          "Follow the name `batch` through one turn of the loop: which batch "
-                          "does it hold when the priorities are written?")
+                          "Try it with a train_step that returns each transition's number, "
+                          "and print the ids each update_priorities call gets.",
+                          "`batch = ray.get(next_batch)` runs before "
+                          "`replay.update_priorities.remote(batch[\"indices\"], errors)`, so "
+                          "the errors go to the next batch's ids: write them back first.")
     touched = sorted({i for ids in updated for i in ids})
     own = (0.1 + 0.01 * np.array(touched) + 1e-6) ** 0.6
     require_close(leaves[touched], own, "a leaf of the sum tree does not hold the priority of "
                   "its own transition's TD error.",
                   "Write |TD error| of batch position j to batch[\"indices\"][j].")
+    if waited := [k for k, n in enumerate(asked, start=1) if k < len(asked) and n <= k]:
+        raise _Failed(f"while train step {waited[0]} ran, its next batch had not been asked "
+                      "for: the learner waits for the replay actor before every step.",
+                      "Ask for the next batch (replay.sample.remote) before you train on the "
+                      "current one, and ray.get it after.")
 
 
 @checker(4, "td_target",
