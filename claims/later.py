@@ -78,9 +78,9 @@ def _race(e) -> dict[str, dict]:
     text = e.cell("07_rllib", "4d8895ad").text
     out = {}
     for task, block in re.findall(r"(?m)^(\w+-v1)\n(.*?)time to goal", text, re.DOTALL):
-        rows = re.findall(r"(?m)^(course_lib|RLlib) .*?(reached|missed) +([\d.]+) .* "
+        rows = re.findall(r"(?m)^(course_lib|RLlib) .*?(NOT reached|reached|missed) +([\d.]+) .* "
                           r"([\d.]+)$", block)
-        ratio = re.search(rf"{task}\n.*?course_lib / RLlib: ([\d.]+)", text, re.DOTALL)
+        ratio = re.search(rf"{task}\n.*?course_lib / RLlib: (?:<= )?([\d.]+)", text, re.DOTALL)
         out[task] = {"ratio": float(ratio.group(1)),
                      **{who: {"reached": r == "reached", "seconds": float(s),
                               "updates_s": float(u)} for who, r, s, u in rows}}
