@@ -4,8 +4,6 @@ deck say about the same results."""
 
 from __future__ import annotations
 
-import statistics
-
 from claims.registry import claim, holds
 
 RESULTS, FAQ, NB05 = "bench/RESULTS.md", "slides/FAQ.md", "notebooks/05_apex.ipynb"
@@ -32,23 +30,25 @@ def _(e):
 
 @claim("results-apex-two-explorers-every-seed",
        {RESULTS: ("Every variant reached the goal on every seed.",
-                  "Two explorers beat single-process\nDQN on every seed, and needed fewer env "
-                  "steps in the median (not on every seed).")},
+                  "Two and four explorers were faster than\nsingle-process DQN in the median and "
+                  "needed fewer env steps in the median, but not on every seed")},
        "bench/results/apex.json: every run, seed by seed")
 def _(e):
-    r = e.bench("apex")
-    dqn, two = _runs(r, variant="dqn"), _runs(r, variant="apex-2")
-    faster = all(two[s]["seconds"] < dqn[s]["seconds"] for s in dqn)
-    fewer = [two[s]["env_steps"] < dqn[s]["env_steps"] for s in dqn]
-    median = (statistics.median(x["env_steps"] for x in two.values())
-              < statistics.median(x["env_steps"] for x in dqn.values()))
-    return holds(all(x["reached"] for x in r["runs"]) and faster and median and not all(fewer),
-                 f"apex-2 faster on every seed: {faster}; fewer env steps per seed: {fewer}")
+    r, rows = e.bench("apex"), {x["variant"]: x for x in e.bench("apex")["summary"]}
+    dqn = _runs(r, variant="dqn")
+    verdicts = {}
+    for variant in ("apex-2", "apex-4"):
+        runs = _runs(r, variant=variant)
+        verdicts[variant] = (
+            rows[variant]["median_seconds"] < rows["dqn"]["median_seconds"]
+            and rows[variant]["median_env_steps"] < rows["dqn"]["median_env_steps"]
+            and not all(runs[s]["seconds"] < dqn[s]["seconds"] for s in dqn))
+    return holds(all(x["reached"] for x in r["runs"]) and all(verdicts.values()),
+                 f"faster and fewer env steps in the median, not on every seed: {verdicts}")
 
 
 @claim("results-apex-four-explorers-within-spread",
-       {RESULTS: ("Four (the CLI default) were faster in the median but\nnot on every seed, and "
-                  "needed about as many env steps as DQN",
+       {RESULTS: ("Four (the CLI default) were no faster\nthan two",
                   "has four explorers level with DQN",
                   "going from two explorers to four does not help"),
         FAQ: "single-process DQN reaches 475 in a time close to Ape-X\nwith 4 explorers"},
@@ -57,14 +57,12 @@ def _(e):
     r, rows = e.bench("apex"), {x["variant"]: x for x in e.bench("apex")["summary"]}
     dqn, four = _runs(r, variant="dqn"), _runs(r, variant="apex-4")
     lost_a_seed = any(four[s]["seconds"] > dqn[s]["seconds"] for s in dqn)
-    steps = rows["apex-4"]["median_env_steps"] / rows["dqn"]["median_env_steps"]
     ladder = e.row(e.bench("scaling")["summary"], latency_ms=0, variant="apex-4")
-    ok = (rows["apex-4"]["median_seconds"] < rows["dqn"]["median_seconds"] and lost_a_seed
-          and 0.85 <= steps <= 1.15 and 0.75 <= ladder["seconds_vs_dqn"] <= 1.33
+    ok = (lost_a_seed and 0.75 <= ladder["seconds_vs_dqn"] <= 1.33
           and rows["apex-4"]["median_seconds"] >= rows["apex-2"]["median_seconds"])
-    return holds(ok, f"apex-4 / dqn: {rows['apex-4']['seconds_vs_dqn']} in time, {steps:.2f} in "
-                     f"env steps, slower on some seed: {lost_a_seed}; latency-0 rung "
-                     f"{ladder['seconds_vs_dqn']}; apex-2 {rows['apex-2']['median_seconds']} s")
+    return holds(ok, f"apex-4 / dqn: {rows['apex-4']['seconds_vs_dqn']} in time, slower on some "
+                     f"seed: {lost_a_seed}; latency-0 rung {ladder['seconds_vs_dqn']}; apex-2 "
+                     f"{rows['apex-2']['median_seconds']} s")
 
 
 @claim("results-sac-far-inside-its-targets",
