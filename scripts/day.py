@@ -15,7 +15,9 @@ A notebook's material is what an attendee does in its slot, in minutes:
 
 The appendix (the cells from a "# Appendix" heading on, `bench_results.day_and_appendix`) is
 optional and not in the day. A cell the attendee edition runs in quick mode by default (tagged
-`quick-by-default`: 07's race) counts with its full-mode time, an upper bound. A code cell
+`quick-by-default`: 07's race) counts with the time it took in the attendee edition's run that
+scripts/notebooks.py times after the full one (`course.attendee_s`), or, where none is
+recorded, with its full-mode time, an upper bound. A code cell
 written since the last full-mode run has no time yet: the table counts it as 0 and says how
 many there are. The deck's slides present the notebook's sections, so they are counted by the
 reading. tests/test_day.py fails when a notebook's material exceeds its slot.
@@ -82,12 +84,13 @@ def quiz_words(stem: str) -> int:
 
 def material(path: Path) -> Material:
     """The material of notebook `path` (its deck: slides/<stem>.md)."""
-    from course_lib.teaching.bench_results import cell_seconds, day_and_appendix
+    from course_lib.teaching.bench_results import attendee_cell_seconds, day_and_appendix
 
     deck = (ROOT / "slides" / f"{path.stem}.md").read_text()
     slot = int(re.search(r"^minutes:\s*(\d+)", deck, re.MULTILINE).group(1))
-    cells = [c for c in json.loads(path.read_text())["cells"]
-             if "ci" not in c["metadata"].get("tags", [])]
+    nb = json.loads(path.read_text())
+    course = nb["metadata"].get("course", {})
+    cells = [c for c in nb["cells"] if "ci" not in c["metadata"].get("tags", [])]
     day, _ = day_and_appendix(cells)
     said = read = 0
     run, untimed = 0.0, 0
@@ -98,7 +101,7 @@ def material(path: Path) -> Material:
                                           after["metadata"].get("tags", []))
             said += 0 if prompt else words(source)
             continue
-        seconds = cell_seconds(cell)
+        seconds = attendee_cell_seconds(cell, course)
         run += seconds or 0
         untimed += seconds is None and "solution" not in tags
         if not tags & EXERCISE_CELLS:

@@ -18,8 +18,8 @@ word is a format spec. A whole table is a generated block, rewritten by `fill` t
     <!-- generated: agenda -->...<!-- end generated: agenda -->
 
 `agenda` (slides/INSTRUCTOR.md): per notebook, its "Your turn" and demo minutes (summed from
-its deck's slide titles), its committed full-mode run time and the minutes left for slides in
-its slot; `day` (the same guide): each notebook's material against its slot (scripts/day.py).
+its deck's slide titles), its run time in the day (scripts/day.py's) and the minutes left for
+slides in its slot; `day` (the same guide): each notebook's material against its slot (scripts/day.py).
 tests/test_narrative.py checks that every value is current and that no measured-looking
 number stands outside a marker.
 """
@@ -106,20 +106,23 @@ def value_of(source: str) -> str:
 
 
 def agenda_rows() -> list[tuple[str, int, int, float, int]]:
-    """(notebook, slot, exercise minutes, full-mode run minutes, slide minutes left) per deck."""
+    """(notebook, slot, exercise minutes, run minutes in the day, slide minutes left) per deck.
+    The run is the day's (scripts/day.py): the appendix left out, a cell the attendee edition
+    runs in quick mode by default counted with its time there."""
+    day = _day()
     rows = []
     for deck in sorted((ROOT / "slides").glob("[0-9][0-9]_*.md")):
         text = deck.read_text()
         slot = int(re.search(r"^minutes:\s*(\d+)", text, re.MULTILINE).group(1))
         exercises = sum(int(m) for m in ALLOTTED.findall(text))
-        run_min = notebook_meta(deck.stem).get("duration_s", math.nan) / 60
+        run_min = day.material(ROOT / "notebooks" / f"{deck.stem}.ipynb").run
         rows.append((deck.stem, slot, exercises, run_min,
                      slot - exercises - math.ceil(run_min)))
     return rows
 
 
 def agenda_block() -> str:
-    lines = ["| notebook | slot (min) | exercises and demos (min) | full-mode run (min) "
+    lines = ["| notebook | slot (min) | exercises and demos (min) | run in the day (min) "
              "| left for slides (min) |",
              "| --- | --- | --- | --- | --- |"]
     lines += [f"| {nb} | {slot} | {ex} | {run:.1f} | {left} |"
@@ -127,12 +130,16 @@ def agenda_block() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _day_block() -> str:
+def _day():
     if __package__:
-        from scripts.day import day_block
+        import scripts.day as day
     else:                                   # run as a file: its folder is first on sys.path
-        from day import day_block
-    return day_block()
+        import day
+    return day
+
+
+def _day_block() -> str:
+    return _day().day_block()
 
 
 BLOCKS = {"agenda": agenda_block, "day": _day_block}

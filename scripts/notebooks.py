@@ -45,7 +45,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.teaching.bench_results import runtime
+from course_lib.teaching.bench_results import QUICK_BY_DEFAULT, cell_seconds, runtime
 
 if __package__:          # `python -m scripts.notebooks`, or imported (the tests)
     from scripts.fresh import results_loaded
@@ -96,12 +96,30 @@ def execute(path: Path, timeout_s: int = 3600, allow_dirty: bool = False) -> flo
                    f"Python {platform.python_version()}",
         **({"data": read} if read else {}),     # the benchmark results it printed, hashed
     }
+    if any(QUICK_BY_DEFAULT in c.metadata.get("tags", []) for c in nb.cells):
+        nb.metadata["course"]["attendee_s"] = attendee_seconds(path, timeout_s)
     for cell in nb.cells:                       # the banner, from the run just recorded
         if cell.cell_type == "code" and "runtime(" in cell.source:
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
                                                    text=runtime(path.stem, nb) + "\n")]
     nbformat.write(nb, path)
     return seconds
+
+
+def attendee_seconds(path: Path, timeout_s: int) -> dict[str, float]:
+    """{cell id: seconds} of the cells tagged `quick-by-default` (07's race), timed in the
+    attendee edition as an attendee runs it: Run All in full mode, exercises blank, those cells
+    in quick mode. The day (scripts/day.py) counts them with this time, not the full run's."""
+    from nbclient import NotebookClient
+
+    with tempfile.TemporaryDirectory(prefix="attendee-") as folder:
+        workshop(Path(folder) / "workshop")
+        copy = Path(folder) / "workshop" / path.name
+        nb = nbformat.read(copy, as_version=4)
+        NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
+                       resources={"metadata": {"path": str(copy.parent)}}).execute()
+    return {c.id: round(cell_seconds(c), 1) for c in nb.cells
+            if QUICK_BY_DEFAULT in c.metadata.get("tags", []) and cell_seconds(c) is not None}
 
 
 REVEAL_NOTE = """

@@ -68,10 +68,30 @@ def test_the_banner_splits_the_recorded_run(tmp_path):
     nb["cells"][5]["metadata"]["tags"] = [bench_results.QUICK_BY_DEFAULT]
     said = bench_results.runtime("99_day", nb)
     assert said.startswith("Run time: this notebook ran in 2.5 min in full mode (2026-11-26, "
-                           "2 CPUs): 0.1 min in the day's sections; 0.5 min in the cells this "
-                           "edition runs in quick mode by default")
+                           "2 CPUs): 0.1 min in the day's sections; 0.5 min in the cells the "
+                           "attendee edition runs in quick mode by default; set FULL_RACE")
     assert "1.7 min in the optional appendix" in said
     assert "1 cell(s) have not run in full mode since they were written" in said
+    nb["cells"][5]["id"] = "race"
+    nb["metadata"]["course"]["attendee_s"] = {"race": 6.0}
+    said = bench_results.runtime("99_day", nb)
+    assert ("0.5 min in the cells the attendee edition runs in quick mode by default (there: "
+            "0.1 min); set FULL_RACE") in said
+
+
+def test_the_day_counts_a_quick_by_default_cell_as_long_as_the_attendee_edition_ran_it(
+        tmp_path, monkeypatch):
+    path = small_notebook(tmp_path)
+    monkeypatch.setattr(day, "ROOT", tmp_path)
+    monkeypatch.setattr(day, "quiz_words", lambda stem: 6)
+    nb = json.loads(path.read_text())
+    nb["cells"][5]["metadata"]["tags"] = [bench_results.QUICK_BY_DEFAULT]
+    path.write_text(json.dumps(nb))
+    assert day.material(path).run == pytest.approx((1 + 2 + 30 + 0.5 + 3.5) / 60)  # an upper bound
+    nb["cells"][5]["id"] = "race"
+    nb["metadata"]["course"] = {"attendee_s": {"race": 6.0}}
+    path.write_text(json.dumps(nb))
+    assert day.material(path).run == pytest.approx((1 + 2 + 6 + 0.5 + 3.5) / 60)
 
 
 def test_the_band_of_a_benchmark_is_its_seeds_that_reached_the_goal():

@@ -168,8 +168,8 @@ def test_the_documents_use_markers_and_the_agenda_table():
 
 
 def test_every_slot_keeps_time_for_slides_beside_exercises_and_the_run():
-    """A deck's `minutes:` covers its "Your turn"/demo minutes, its notebook's committed
-    full-mode run time and at least SLIDES_MIN minutes of slides."""
+    """A deck's `minutes:` covers its "Your turn"/demo minutes, its notebook's run time in the
+    day and at least SLIDES_MIN minutes of slides."""
     short = [f"{nb}: slot {slot}, exercises {ex}, run {run:.1f} min"
              for nb, slot, ex, run, left in figures.agenda_rows() if left < figures.SLIDES_MIN]
     assert not short, "slots too short for their exercises and run: " + "; ".join(short)

@@ -287,12 +287,15 @@ def test_ci_checks_the_install_route_on_every_other_supported_python():
     from scripts import lock
 
     ci = (ROOT / ".ci/run").read_text()
-    [default] = re.findall(r"for version in \$\{CI_PYTHONS-([\d. ]+)\}", ci)
-    assert default.split() == lock.supported_pythons()[1:]            # 3.12 3.13
-    loop = ci[ci.index("for version in"):]
-    assert re.search(r'make lab-install VENV="\$venv" UV_PYTHON="\$version"', loop)
-    assert "--nbval notebooks/00_setup_check.ipynb" in loop
-    assert ci.index("make test") < ci.index("for version in")
+    defaults = re.findall(r"for version in \$\{CI_PYTHONS-([\d. ]+)\}", ci)
+    assert len(defaults) == 2 and {d for d in defaults} == {" ".join(lock.supported_pythons()[1:])}
+    install, check = (ci[m.start():] for m in re.finditer(r"for version in", ci))
+    assert re.search(r'make lab-install VENV="\$venv" UV_PYTHON="\$version"',
+                     install[:install.index("done")])
+    assert "--nbval notebooks/00_setup_check.ipynb" in check[:check.index("done")]
+    # the installs run in the background beside `make test`; each notebook 00 after it
+    assert re.search(r"^other_pythons_install .*&$", ci, re.MULTILINE)
+    assert ci.index("make test\n") < ci.index("--nbval notebooks/00_setup_check.ipynb")
 
 
 def test_conda_and_offline_routes_give_the_attendees_set_and_workshop(tmp_path):

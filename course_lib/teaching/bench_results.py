@@ -91,6 +91,17 @@ def cell_seconds(cell) -> float | None:
     return (end - start).total_seconds()
 
 
+def attendee_cell_seconds(cell, course: dict) -> float | None:
+    """How long `cell` takes an attendee: for a `QUICK_BY_DEFAULT` cell the time it took in
+    the attendee edition's run (`course["attendee_s"]`, recorded by scripts/notebooks.py),
+    else its time in the full-mode run (`cell_seconds`): an upper bound where none is recorded."""
+    if QUICK_BY_DEFAULT in cell["metadata"].get("tags", []):
+        recorded = course.get("attendee_s", {}).get(cell.get("id"))
+        if recorded is not None:
+            return recorded
+    return cell_seconds(cell)
+
+
 def day_and_appendix(cells) -> tuple[list, list]:
     """(the cells of the day, those of the optional appendix), split at the `APPENDIX` heading;
     the last cell (`ray.shutdown()`) belongs to the day."""
@@ -112,13 +123,16 @@ def runtime(stem: str, nb: dict | None = None) -> str:
         return f"{stem} has no recorded run yet (python scripts/notebooks.py execute)."
     cells = [c for c in nb["cells"] if "ci" not in c["metadata"].get("tags", [])]
     day, appendix = day_and_appendix(cells)
-    quick = sum(cell_seconds(c) or 0 for c in day
-                if QUICK_BY_DEFAULT in c["metadata"].get("tags", []))
+    by_default = [c for c in day if QUICK_BY_DEFAULT in c["metadata"].get("tags", [])]
+    quick = sum(cell_seconds(c) or 0 for c in by_default)
     parts = [f"{(sum(cell_seconds(c) or 0 for c in day) - quick) / 60:.1f} min in the day's "
              "sections"]
     if quick:
-        parts.append(f"{quick / 60:.1f} min in the cells this edition runs in quick mode by "
-                     "default (set FULL_RACE = True for the full run)")
+        timed = [attendee_cell_seconds(c, course) for c in by_default
+                 if c.get("id") in course.get("attendee_s", {})]
+        said = f" (there: {sum(timed) / 60:.1f} min)" if len(timed) == len(by_default) else ""
+        parts.append(f"{quick / 60:.1f} min in the cells the attendee edition runs in quick "
+                     f"mode by default{said}; set FULL_RACE = True for the full run")
     if appendix:
         parts.append(f"{sum(cell_seconds(c) or 0 for c in appendix) / 60:.1f} min in the "
                      "optional appendix")
