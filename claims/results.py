@@ -91,9 +91,9 @@ def _versus(e, task: str, bench: str, variant: str) -> tuple[float, float, float
 @claim("results-sb3-pendulum-cartpole",
        {RESULTS: ("On Pendulum our parallel SAC reaches the goal in a fraction of SB3's time, "
                   "with\nfewer env steps",
-                  "On CartPole, the CLI's default of four explorers needed more env steps "
-                  "than\nSB3's DQN and misses the target of half SB3's time; two explorers needed "
-                  "fewer and stayed within\nit in this run"),
+                  "On CartPole SB3's DQN needed fewer env steps than either Ape-X: the CLI's\n"
+                  "default of four explorers took longer than SB3 and misses the target of half "
+                  "SB3's time, and two\nexplorers took about as long as SB3"),
         FAQ: "on\nPendulum, our SAC is far ahead of SB3's"},
        "bench/results/apex.json, sac.json and sb3.json (the medians RESULTS.md's sb3 section "
        "compares)")
@@ -101,33 +101,34 @@ def _(e):
     sac_s, sac_n, sb3p_s, sb3p_n = _versus(e, "Pendulum-v1", "sac", "pendulum")
     four_s, four_n, sb3c_s, sb3c_n = _versus(e, "CartPole-v1", "apex", "apex-4")
     two_s, two_n, _, _ = _versus(e, "CartPole-v1", "apex", "apex-2")
-    ok = (sac_s <= 0.5 * sb3p_s and sac_n < sb3p_n and four_n > sb3c_n
-          and four_s > 0.5 * sb3c_s and two_n < sb3c_n and two_s <= 0.5 * sb3c_s)
+    ok = (sac_s <= 0.5 * sb3p_s and sac_n < sb3p_n and min(four_n, two_n) > sb3c_n
+          and four_s > sb3c_s and 0.8 <= two_s / sb3c_s <= 1.25)
     return holds(ok, f"Pendulum: {sac_s / sb3p_s:.2f} of SB3's time; CartPole: apex-4 "
                      f"{four_s / sb3c_s:.2f} ({four_n:,.0f} env steps), apex-2 "
                      f"{two_s / sb3c_s:.2f} ({two_n:,.0f}), SB3 {sb3c_n:,.0f}")
 
 
-@claim("results-sb3-loose-dqn-repeats",
-       {RESULTS: ("yet the same seed stopped thousands\nof env steps apart in this table and in "
-                  "the scaling ladder's latency-0 rung",
-                  "and the two disagree on its median",
-                  "Our single-process DQN repeats step for\nstep between the two benchmarks")},
-       "SB3's and our DQN's CartPole runs in sb3.json, apex.json and scaling.json's 0 ms rung")
+@claim("results-sb3-loose-yardstick",
+       {RESULTS: ("its seeds stopped far apart in this table",
+                  "so a\nseed's run repeats whenever it is run",
+                  "the same seeds stopped at other env steps there, ours and SB3's")},
+       "SB3's CartPole runs in sb3.json (env steps per seed, its evaluation cadence) against "
+       "scaling.json's 0 ms rung, and our DQN's in apex.json against the same rung")
 def _(e):
     ladder = e.bench("scaling")
-    sb3 = e.row(e.bench("sb3")["summary"], task="CartPole-v1")["median_time_s"]
-    rung = e.row(ladder["summary"], latency_ms=0, variant="sb3")["median_seconds"]
-    ours = _runs(e.bench("apex"), variant="dqn")
-    again = _runs(ladder, variant="dqn", latency_ms=0.0)
-    same = all(again[s]["env_steps"] == ours[s]["env_steps"] for s in ours)
     theirs = _runs(e.bench("sb3"), task="CartPole-v1")
+    steps = [r["env_steps"] for r in theirs.values()]
+    cadence = e.bench("sb3")["meta"]["config"]["budgets"]["CartPole-v1"]["eval_every_steps"]
+    on_counts = all(n % cadence == 0 for n in steps)
     rerun = _runs(ladder, variant="sb3", latency_ms=0.0)
-    apart = max(abs(theirs[s]["env_steps"] - rerun[s]["env_steps"]) for s in theirs)
-    return holds(max(sb3, rung) >= 2 * min(sb3, rung) and same and apart >= 2_000,
-                 f"SB3: one seed {apart:,.0f} env steps apart between the two; median {sb3} s in "
-                 f"sb3.json, {rung} s in the ladder; our DQN's env steps "
-                 f"per seed {[ours[s]['env_steps'] for s in ours]}, in the ladder "
+    ours, again = _runs(e.bench("apex"), variant="dqn"), _runs(ladder, variant="dqn",
+                                                               latency_ms=0.0)
+    differ = (any(theirs[s]["env_steps"] != rerun[s]["env_steps"] for s in theirs)
+              and any(ours[s]["env_steps"] != again[s]["env_steps"] for s in ours))
+    return holds(max(steps) >= 3 * min(steps) and on_counts and differ,
+                 f"SB3's env steps per seed {steps} (evaluated every {cadence}); in the ladder "
+                 f"{[rerun[s]['env_steps'] for s in theirs]}; our DQN's "
+                 f"{[ours[s]['env_steps'] for s in ours]}, in the ladder "
                  f"{[again[s]['env_steps'] for s in ours]}")
 
 
