@@ -19,7 +19,8 @@ word is a format spec. A whole table is a generated block, rewritten by `fill` t
 
 `agenda` (slides/INSTRUCTOR.md): per notebook, its "Your turn" and demo minutes (summed from
 its deck's slide titles), its run time in the day (scripts/day.py's) and the minutes left for
-slides in its slot; `day` (the same guide): each notebook's material against its slot (scripts/day.py).
+slides in its slot; `day` (the same guide): each notebook's material against its slot
+(scripts/day.py).
 tests/test_narrative.py checks that every value is current and that no measured-looking
 number stands outside a marker.
 """
