@@ -69,7 +69,7 @@ def _copy(relative: str, tmp_path: Path) -> Path:
 
 def test_swapping_two_numbers_of_a_committed_output_makes_the_reading_false(tmp_path):
     """Notebook 02 reads its sync/async run as 'per env step the asynchronous run makes more
-    updates'. In a copy of the notebook, swap the two runs' env steps in the printed lines:
+    updates'. In a copy of the notebook, swap the two runs' updates in the printed lines:
     the same claim is now false on the copy, and still true on the committed notebook."""
     item = CLAIMS["nb02-async-more-updates-per-env-step"]
     assert verdict(item, Evidence()).ok
@@ -78,11 +78,11 @@ def test_swapping_two_numbers_of_a_committed_output_makes_the_reading_false(tmp_
     [cell] = [c for c in nb["cells"] if c.get("id") == "f5febdcd"]
     text = "".join(o.get("text", "") if isinstance(o.get("text"), str) else "".join(o["text"])
                    for o in cell["outputs"] if o["output_type"] == "stream")
-    sync = Output("", text).grab(r"(?m)^\s*sync: [\d,]+ updates, ([\d,]+) env steps")[0]
-    other = Output("", text).grab(r"async: [\d,]+ updates, ([\d,]+) env steps")[0]
-    swapped = (text.replace(f"{sync:,.0f} env steps", "SYNC")
-               .replace(f"{other:,.0f} env steps", f"{sync:,.0f} env steps")
-               .replace("SYNC", f"{other:,.0f} env steps"))
+    sync = Output("", text).grab(r"(?m)^\s*sync: ([\d,]+) updates")[0]
+    other = Output("", text).grab(r"async: ([\d,]+) updates")[0]
+    swapped = (text.replace(f" sync: {sync:,.0f} updates", "SYNC")
+               .replace(f"async: {other:,.0f} updates", f"async: {sync:,.0f} updates")
+               .replace("SYNC", f" sync: {other:,.0f} updates"))
     assert swapped != text
     for out in cell["outputs"]:
         if out["output_type"] == "stream":

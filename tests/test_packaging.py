@@ -276,7 +276,8 @@ def test_rllib_is_the_attendees_choice(tmp_path):
 
 
 def test_ci_installs_chromium_before_the_tests():
-    steps = [line.split("#")[0].strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    steps = [line.split("#")[0].split("||")[0].strip()
+             for line in (ROOT / ".ci/run").read_text().splitlines()]
     assert steps.index("make chromium") < steps.index("make test")
 
 
@@ -295,7 +296,7 @@ def test_ci_checks_the_install_route_on_every_other_supported_python():
     assert "--nbval notebooks/00_setup_check.ipynb" in check[:check.index("done")]
     # the installs run in the background beside `make test`; each notebook 00 after it
     assert re.search(r"^other_pythons_install .*&$", ci, re.MULTILINE)
-    assert ci.index("make test\n") < ci.index("--nbval notebooks/00_setup_check.ipynb")
+    assert ci.index("\nmake test ||") < ci.index("--nbval notebooks/00_setup_check.ipynb")
 
 
 def test_conda_and_offline_routes_give_the_attendees_set_and_workshop(tmp_path):
