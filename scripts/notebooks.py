@@ -7,7 +7,9 @@
 `execute` records the mode, date, duration, machine and the commit it ran (`course.commit`) in the
 notebook's metadata under "course", and a fingerprint of each data file it prints (a benchmark
 result, notebooks/figures data: `course.data`; `make fresh` lists it when that data changes),
-and prints the run-time banner (`bench_results.runtime`) from that record into its cell;
+and prints the run-time banner (`bench_results.runtime`) from that record into its cell; a
+notebook with cells tagged `quick-by-default` (07's race) is then run once more, as its attendee
+edition, and those cells' times there are recorded too (`course.attendee_s`: the day counts them);
 tests/test_notebooks.py checks that every committed notebook was run in full mode. It runs
 committed code only: it refuses when course_lib/, bench/ or the notebook has uncommitted
 changes, unless `--allow-dirty` (the commit is then recorded as `<commit>-dirty`, which
