@@ -158,7 +158,7 @@ def _(e):
 
 
 @claim("instructor-07-longest-run",
-       {"slides/INSTRUCTOR.md": "07 holds the longest run of the day"},
+       {"slides/INSTRUCTOR.md": "07's full race is the longest run of the workbook"},
        "every notebook's committed full-mode run time (`course.duration_s`)")
 def _(e):
     stems = ("00_setup_check", "01_ray_core", "02_parallel_rollouts", "03_parameter_server",
