@@ -263,7 +263,9 @@ def test_prefetch_keeps_the_next_batch_in_flight_and_priorities_arrive_one_updat
     1000: batch 2, requested before they were written, is drawn without them (weights all 1
     still); batch 3 is drawn with them (shard 1 runs the write before batch 3's take). Whether
     batch 3's split between the shards has them too depends on whether the write's answer was
-    back when batch 3 was requested: not asserted."""
+    back when batch 3 was requested (if it was, shard 0's share is 0.4% and batch 3 is most
+    likely all shard 1's hot rows, every weight 1): so the weights are checked against each
+    other, not against a number."""
     from course_lib.replay.shard_sampler import ShardSampler
 
     actors, _ = started(ray_local, [np.ones(100), np.ones(100)], alpha=1.0, eps=1e-9)
@@ -275,10 +277,12 @@ def test_prefetch_keeps_the_next_batch_in_flight_and_priorities_arrive_one_updat
     sampler.update_priorities(first, np.where(raised, 1000.0, 1.0))
     second, third = sampler.sample(), sampler.sample()
     assert (second["weights"] == 1.0).all()                   # one update late
-    assert (third["weights"] < 0.5).any()         # shard 1's draw has them: they dominate it
     hot = set(first["indices"][raised])
     from_1 = third["shard"] == 1
-    assert np.isin(third["indices"][from_1], list(hot)).mean() > 0.9
+    assert np.isin(third["indices"][from_1], list(hot)).mean() > 0.9   # they dominate its draw
+    is_hot = from_1 & np.isin(third["indices"], list(hot))
+    if (~is_hot).any():               # drawn 1000 times likelier: a hot row weighs much less
+        assert third["weights"][is_hot].max() < 0.5 * third["weights"][~is_hot].min()
     sampler.close()
     totals = sampler.refresh_totals()
     assert totals[0].total == pytest.approx(100.0)            # shard 0 untouched
