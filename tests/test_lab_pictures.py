@@ -6,12 +6,14 @@ JupyterLab does not trust a notebook it did not execute itself (one written by
 `scripts/notebooks.py workshop`, or cloned from git), and for an untrusted notebook it shows
 only outputs it can sanitize: an SVG output falls back to its text form. So the test opens both
 editions as they arrive on a laptop: a fresh attendee edition (as `make lab` writes it) and a
-copy of notebooks/ (the instructor edition), one JupyterLab each, each notebook in a fresh
-workspace in headless Chromium. It keeps one screenshot per notebook in build/test-artifacts/
-(lab-<edition>-<notebook>.png, scrolled to the notebook's first picture).
+copy of notebooks/ (the instructor edition), one JupyterLab each, in headless Chromium. It
+keeps one screenshot per notebook in build/test-artifacts/ (lab-<edition>-<notebook>.png,
+scrolled to the notebook's first picture).
 
-No cell runs and no Ray starts (opening a notebook starts its kernel, shut down after); about
-two minutes for the 18 notebooks on a loaded 2-core machine. Deselect with `-m "not browser"`.
+No cell runs and no Ray starts (opening a notebook starts its kernel, left idle). Each
+edition is one JupyterLab page, in a fresh workspace, that opens its notebooks one after the
+other as a click in the file browser does (`docmanager:open`), each in a new tab: the app
+loads once per edition, not once per notebook. Deselect with `-m "not browser"`.
 Every output is laid out (`windowingMode: none`) so that pictures below the fold are counted.
 A quiz (an ipywidgets view, which JupyterLab renders only in a trusted notebook) counts as
 rendered when the page shows the widget or the static HTML fallback its output carries.
@@ -36,6 +38,7 @@ SETTINGS = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
 SHOWN = r"""(expected) => {
     const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
     if (!panel || !panel.context || !panel.context.isReady || !panel.content) return null;
+    if (panel.context.path !== expected.path) return null;     // the previous one, still shown
     const node = panel.content.node;
     const outputs = Array.from(node.querySelectorAll('.jp-OutputArea-output'));
     const images = Array.from(node.querySelectorAll('.jp-OutputArea-output img'));
@@ -100,37 +103,49 @@ def edition(request, tmp_path_factory):
         yield request.param, folder, base, token
 
 
-@pytest.mark.browser
-@pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS], ids=[p.stem for p in NOTEBOOKS])
-def test_every_stored_picture_is_shown_before_anything_runs(edition, name, browser, artifacts):
-    label, folder, base, token = edition
-    expected = stored(nbformat.read(folder / name, as_version=4))
-    assert not expected["errors"], f"{label}/{name} stores error outputs: {expected['errors']}"
-
+@pytest.fixture(scope="module")
+def lab_page(edition, browser):
+    """One page of the edition's JupyterLab, in a workspace of its own, with its requests and
+    page errors logged; the tests open their notebooks in it."""
+    label, _, base, token = edition
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(60_000)
     requests = RequestLog(page, allowed=(base, "data:", "blob:", base.replace("http", "ws")))
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{base}/lab/workspaces/{label}?token={token}&reset")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
+    page.evaluate("async () => { await window.jupyterapp.restored; }")
+    yield page, requests, errors
+    page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS], ids=[p.stem for p in NOTEBOOKS])
+def test_every_stored_picture_is_shown_before_anything_runs(edition, lab_page, name, artifacts):
+    label, folder, _, _ = edition
+    page, requests, errors = lab_page
+    expected = stored(nbformat.read(folder / name, as_version=4)) | {"path": name}
+    assert not expected["errors"], f"{label}/{name} stores error outputs: {expected['errors']}"
+    requests_before, errors_before = len(requests.problems), len(errors)
+
+    page.evaluate("async (path) => { await window.jupyterapp.commands.execute("
+                  "'docmanager:open', {path}); }", name)
     try:
-        # a workspace of its own: nothing restored from the previous notebook's page
-        page.goto(f"{base}/lab/workspaces/{label}-{name[:2]}/tree/{name}?token={token}&reset")
-        try:
-            page.wait_for_function(f"(e) => {{ const s = ({SHOWN})(e); return s && s.settled; }}",
-                                   arg=expected, timeout=45_000, polling=500)
-        except Exception:   # noqa: BLE001 (the assertions below say what is missing)
-            pass
-        shown = page.evaluate(SHOWN, expected)
-        assert shown is not None, f"{label}/{name} did not open"
-        first = page.locator(".jp-OutputArea-output img").first
-        if first.count():
-            first.evaluate("img => img.scrollIntoView({block: 'center'})")
-        shot = artifacts / f"lab-{label}-{name.removesuffix('.ipynb')}.png"
-        page.screenshot(path=shot)
-        page_errors = list(errors)    # not those of shutting down a kernel still starting
-        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
-    finally:
-        page.close()
+        page.wait_for_function(f"(e) => {{ const s = ({SHOWN})(e); return s && s.settled; }}",
+                               arg=expected, timeout=45_000, polling=500)
+    except Exception:   # noqa: BLE001 (the assertions below say what is missing)
+        pass
+    shown = page.evaluate(SHOWN, expected)
+    assert shown is not None, f"{label}/{name} did not open"
+    first = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output img").first
+    if first.count():
+        first.evaluate("img => img.scrollIntoView({block: 'center'})")
+    shot = artifacts / f"lab-{label}-{name.removesuffix('.ipynb')}.png"
+    page.screenshot(path=shot)
+    page_errors = errors[errors_before:]
+    # the tab stays open, behind the next notebook's: closing a notebook (or shutting down its
+    # kernel) while its kernel is still starting raises page errors in the next one's check
 
     print(f"{label}/{name}: pictures stored {expected['images']}, shown {len(shown['images'])}")
     problems = [f"placeholder: {text}" for text in shown["placeholders"]]
@@ -144,6 +159,6 @@ def test_every_stored_picture_is_shown_before_anything_runs(edition, name, brows
                         f"{shown['widgets']}")
     if shown["progress"] != expected["progress"]:
         problems.append(f"{expected['progress']} progress bars stored, {shown['progress']} shown")
-    problems += requests.problems + [f"page error: {e}" for e in page_errors]
+    problems += requests.problems[requests_before:] + [f"page error: {e}" for e in page_errors]
     assert not problems, f"{label}/{name}:\n" + "\n".join(problems)
     assert_not_blank(shot)
