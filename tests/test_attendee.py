@@ -1,5 +1,6 @@
-"""The attendee edition, run as an attendee who has typed nothing: every notebook goes top to
-bottom in quick mode (Run All), every check shows ❌ with a hint, and no solution is executable.
+"""The attendee edition, run as an attendee who has typed nothing: every notebook with an
+exercise goes top to bottom in quick mode (Run All), every check shows ❌ with a hint, and no
+solution is executable.
 
 Slow (the notebooks take about 6 minutes in quick mode); each notebook runs in its own kernel,
 in the attendee folder, with its own RAY_TMPDIR and HOME, and this checkout first on PYTHONPATH.
@@ -53,7 +54,28 @@ def test_no_solution_code_in_an_executable_cell(attendee_dir, path):
             assert not leaked, f"solution code in an executable cell: {sorted(leaked)[:3]}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def has_exercise(path) -> bool:
+    return any(tagged(c, "exercise") or tagged(c, "check")
+               for c in nbformat.read(path, as_version=4).cells)
+
+
+WITH_EXERCISES = [p for p in NOTEBOOKS if has_exercise(p)]
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p not in WITH_EXERCISES],
+                         ids=lambda p: p.stem)
+def test_a_notebook_without_exercises_runs_as_nbval_runs_it(attendee_dir, path):
+    """Its attendee edition is its instructor edition's code, cell for cell, less the cells
+    tagged `ci` (asserts for the test run): nbval's run of notebooks/ runs the same code, so a
+    second Run All here (half a minute in CI) would test nothing more."""
+    instructor = [c.source for c in nbformat.read(path, as_version=4).cells
+                  if c.cell_type == "code" and not tagged(c, "ci")]
+    attendee = [c.source for c in nbformat.read(attendee_dir / path.name, as_version=4).cells
+                if c.cell_type == "code"]
+    assert attendee == instructor
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem)
 def test_run_all_with_blank_exercises(attendee_dir, path, tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_QUICK", "1")
     monkeypatch.setenv("RAY_TMPDIR", tempfile.mkdtemp(prefix="rt-att-", dir="/tmp"))
