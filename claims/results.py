@@ -207,32 +207,46 @@ def _(e):
 @claim("results-system-cpu-within-target",
        {RESULTS: ("The\nwhole system's CPU per update stays within its target against one "
                   "process doing the same work.",
-                  "The whole\nsystem's CPU per update stays within its target in every setting.")},
+                  "The whole\nsystem's CPU per update stays within its target in the default "
+                  "setting;",
+                  "in the variants' slow\nruns it rises past it")},
        "overhead.json's CPU per update against one process, and learner_feed.json's per setting")
 def _(e):
     system = e.bench("overhead")["cpu_per_update"]["ratio"]
-    feed = [row["cpu_vs_one_process"] for row in e.bench("learner_feed")["summary"]]
-    return holds(max(system, *feed) <= 1.5, f"system / one process {system:.2f}; per setting "
-                                            f"{feed}")
+    feed = {row["setting"]: row["cpu_vs_one_process"]
+            for row in e.bench("learner_feed")["summary"]}
+    variants = [v for k, v in feed.items() if k != "default"]
+    return holds(max(system, feed["default"]) <= 1.5 and max(variants) > 1.5,
+                 f"system / one process {system:.2f}; per setting {feed}")
 
 
 @claim("results-learner-feed-short-of-target",
-       {RESULTS: ("Neither setting lifts the learner to its target.",
-                  "A core of its own and weights\npublished a quarter as often each move its rate "
-                  "by a few hundredths",
-                  "the two together do a little\nmore, and stay well short",
+       {RESULTS: ("This run cannot rank the settings: the runs of one setting differ by up to a\n"
+                  "third of the bare rate",
+                  "No labelled variant reached\nthe target. The default's median did, here,",
+                  "The learner inside the system lost less of its rate between the two\n"
+                  "machines than the bare loop did",
                   "the same learner comes\nmuch closer to its reference")},
-       "bench/results/learner_feed.json's settings, and overhead.json's learner rows")
+       "bench/results/learner_feed.json's settings and runs, and overhead.json's learner rows")
 def _(e):
-    rows = {r["setting"]: r["ratio"] for r in e.bench("learner_feed")["summary"]}
-    base = rows["default"]
-    singles = [rows["pin_learner"], rows["publish_every 100"]]
+    feed = e.bench("learner_feed")
+    rows = {r["setting"]: r["ratio"] for r in feed["summary"]}
+    per_setting = {}
+    for run in feed["runs"]:
+        per_setting.setdefault(run["setting"], []).append(run["ratio"])
+    spread = max(max(v) - min(v) for v in per_setting.values())
+    medians = max(rows.values()) - min(rows.values())
+    default = next(r for r in feed["summary"] if r["setting"] == "default")["updates_s"]
+    before, bare_before = 473.3, 735.8   # the Intel Xeon run of d394a6b: default, bare loop
     learner = e.bench("overhead")["apex"]
     local = learner["learner_vs_local_replay"]["ratio"]
-    ok = (max(rows.values()) < 0.8 and all(abs(s - base) <= 0.05 for s in singles)
-          and max(singles) < rows["both"] <= 0.75 and local >= learner["learner"]["ratio"] + 0.15)
-    return holds(ok, f"learner / bare per setting {rows}; against one process sampling its "
-                     f"own buffer {local:.2f}")
+    ok = (spread >= 0.2 and spread > medians and rows["default"] >= 0.8
+          and max(v for k, v in rows.items() if k != "default") < 0.8
+          and default / before > feed["bare_updates_s"] / bare_before
+          and local >= learner["learner"]["ratio"] + 0.15)
+    return holds(ok, f"learner / bare per setting {rows}; widest spread of one setting's runs "
+                     f"{spread:.2f}; default {default:.0f} updates/s here, {before} before; "
+                     f"against one process sampling its own buffer {local:.2f}")
 
 
 @claim("results-soak-held",
@@ -302,3 +316,21 @@ def _(e):
                  f"time ours/SB3 by size: {[round(x, 2) for x in ratios]}; fewer env steps: "
                  f"{fewer}")
 
+
+@claim("results-model-count-holds-rate-bound",
+       {RESULTS: ("The model's count is within one explorer of the ladder's best at every rung",
+                  "it\nis the ladder's own count at every rung when the model is given the costs "
+                  "the ladder measured",
+                  "Its learner rate is not met",
+                  "and\nleast of it with four explorers")},
+       "bench/results/model.json: its rungs against the committed ladder")
+def _(e):
+    rungs = e.bench("model")["ladder"]
+    counts = all(r["count_ok"] for r in rungs)
+    own = all(r["model_count_ladder_costs"] == r["ladder_best"] for r in rungs)
+    eta = {r["ladder_best"]: r["measured_updates_s"] / r["predicted_updates_s"] for r in rungs}
+    rate = all(not r["rate_ok"] and r["measured_updates_s"] < r["predicted_updates_s"]
+               for r in rungs)
+    return holds(counts and own and rate and min(eta, key=eta.get) == 4,
+                 f"counts within one: {counts}; the ladder's costs give its counts: {own}; "
+                 f"measured / predicted rate by count {eta}")
