@@ -17,14 +17,14 @@ def _runs(result: dict, **fields) -> dict[int, dict]:
 @claim("results-replay-on-par-adding-faster-sampling",
        {RESULTS: "Our numpy buffer is about on par with cpprb when adding and clearly faster\nwhen "
                  "sampling and updating priorities, and the Ray replay actor takes in transitions "
-                 "well above\nits target rate"},
+                 "comfortably\nabove its target rate"},
        "bench/results/replay.json: ours/cpprb per operation and the Ray ingest target")
 def _(e):
     r = e.bench("replay")
     ratio = {b["operation"].split()[0]: b["ours/cpprb"] for b in r["buffers"]}
     ingest = r["targets"]["ray ingest transitions/s"]
     return holds(0.8 <= ratio["add"] <= 1.25 and max(ratio["sample"], ratio["update"]) < 0.8
-                 and ingest["value"] >= 2 * ingest["target"],
+                 and ingest["value"] >= 1.5 * ingest["target"],
                  f"ours/cpprb {ratio}; ingest {ingest['value']:,.0f} against {ingest['target']:,}")
 
 
