@@ -220,6 +220,12 @@ def _(e):
                  f"system / one process {system:.2f}; per setting {feed}")
 
 
+# The learner_feed run before this machine's (Intel Xeon, code d394a6b), as committed in
+# 7b46d8b: its default setting's and its bare loop's updates/s. The claim below compares the
+# two machines; tests/test_claims.py checks these figures against that commit's file.
+LEARNER_FEED_BEFORE = {"committed_in": "7b46d8b", "default": 473.3, "bare": 735.8}
+
+
 @claim("results-learner-feed-short-of-target",
        {RESULTS: ("This run cannot rank the settings: the runs of one setting differ by up to a\n"
                   "third of the bare rate",
@@ -237,7 +243,7 @@ def _(e):
     spread = max(max(v) - min(v) for v in per_setting.values())
     medians = max(rows.values()) - min(rows.values())
     default = next(r for r in feed["summary"] if r["setting"] == "default")["updates_s"]
-    before, bare_before = 473.3, 735.8   # the Intel Xeon run of d394a6b: default, bare loop
+    before, bare_before = LEARNER_FEED_BEFORE["default"], LEARNER_FEED_BEFORE["bare"]
     learner = e.bench("overhead")["apex"]
     local = learner["learner_vs_local_replay"]["ratio"]
     ok = (spread >= 0.2 and spread > medians and rows["default"] >= 0.8

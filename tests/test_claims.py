@@ -168,3 +168,19 @@ def test_the_census_counts_every_document_and_the_registered_readings():
     assert all(doc in text for doc in readings.DOCUMENTS)
     total = text.splitlines()[-2].split()
     assert total[0] == "all" and int(total[1]) >= len(ALL)
+
+
+def test_the_earlier_learner_feed_figures_are_that_commits_file():
+    """The learner_feed claim compares two machines; its earlier figures are typed in, so they
+    are checked against the file committed then (a clone without that history cannot check)."""
+    import subprocess
+
+    from claims.results import LEARNER_FEED_BEFORE as before
+    where = f"{before['committed_in']}:bench/results/learner_feed.json"
+    shown = subprocess.run(["git", "show", where], cwd=ROOT, capture_output=True, text=True)
+    if shown.returncode != 0:
+        pytest.skip(f"this clone lacks commit {before['committed_in']}: {shown.stderr.strip()}")
+    then = json.loads(shown.stdout)
+    default = next(r for r in then["summary"] if r["setting"] == "default")["updates_s"]
+    assert round(default, 1) == before["default"]
+    assert round(then["bare_updates_s"], 1) == before["bare"]
