@@ -91,7 +91,9 @@ def material(path: Path) -> Material:
     nb = json.loads(path.read_text())
     course = nb["metadata"].get("course", {})
     cells = [c for c in nb["cells"] if "ci" not in c["metadata"].get("tags", [])]
-    day, _ = day_and_appendix(cells)
+    day, appendix = day_and_appendix(cells)
+    if appendix and day[-1]["cell_type"] == "markdown":   # the appendix's closing reading (08),
+        day = day[:-1]                                     # not a last `ray.shutdown()`
     said = read = 0
     run, untimed = 0.0, 0
     for cell, after in zip(day, [*day[1:], None], strict=True):

@@ -60,6 +60,19 @@ def test_the_day_counts_prose_code_exercises_and_recorded_run_time(tmp_path, mon
     assert m.left == pytest.approx(10 - m.total)
 
 
+def test_an_appendix_that_ends_on_its_reading_leaves_it_out_of_the_day(tmp_path, monkeypatch):
+    """08's appendix ends on a Markdown reading, not on `ray.shutdown()`: none of it counts."""
+    path = small_notebook(tmp_path)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[-1] = nbformat.v4.new_markdown_cell("a closing reading " * 50)
+    nbformat.write(nb, path)
+    monkeypatch.setattr(day, "ROOT", tmp_path)
+    monkeypatch.setattr(day, "quiz_words", lambda stem: 6)
+    m = day.material(path)
+    assert m.reading == pytest.approx((4 + 6) / day.WORDS_PER_MIN)
+    assert m.run == pytest.approx((1 + 2 + 30 + 0.5) / 60)
+
+
 def test_the_banner_splits_the_recorded_run(tmp_path):
     path = small_notebook(tmp_path)
     nb = json.loads(path.read_text())

@@ -21,6 +21,7 @@ from course_lib.replay.sharded import (
     assemble,
     route_targets,
 )
+from course_lib.teaching.shards import equal_rate_items, skewed_shards
 
 SPEC = {"item": ((), np.int64)}   # each transition stores its item number (its global id)
 ALPHA, BETA = 0.6, 0.4
@@ -34,19 +35,8 @@ LAYOUTS = {1: ((1000,), (1.0,)),
 
 def filled(n_shards: int, seed: int = 0):
     """(the shards, one buffer holding every shard's priorities end to end, the priorities)."""
-    sizes, scales = LAYOUTS[n_shards]
-    rng = np.random.default_rng(seed)
-    p = np.concatenate([scale * rng.uniform(0.2, 2.0, size)
-                        for size, scale in zip(sizes, scales, strict=True)])
-    one = PrioritizedReplayBuffer(len(p), SPEC, alpha=ALPHA, seed=seed)
-    one.add({"item": np.arange(len(p))}, p)
-    shards, first = [], 0
-    for size in sizes:
-        shard = ReplayShard(size, SPEC, alpha=ALPHA, seed=seed)
-        shard.add({"item": np.arange(first, first + size)}, p[first:first + size])
-        shards.append(shard)
-        first += size
-    return shards, one, p
+    setup = skewed_shards(LAYOUTS[n_shards], seed)
+    return setup.shards, setup.one, setup.priorities
 
 
 def equal_rate_sample(shards, batch_size: int, beta: float) -> dict[str, np.ndarray]:
@@ -55,17 +45,6 @@ def equal_rate_sample(shards, batch_size: int, beta: float) -> dict[str, np.ndar
     shard (each shard's `sample`, normalised by its own part's largest weight)."""
     parts = [s.sample(batch_size // len(shards), beta) for s in shards]
     return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-
-
-def equal_rate_draws(shards, draws: int, rng) -> np.ndarray:
-    """NEGATIVE CONTROL, one draw at a time: a shard picked with equal chances whatever its
-    total, then an item in it in proportion to its priority. The items drawn."""
-    shard = rng.integers(0, len(shards), draws)
-    items = np.empty(draws, dtype=np.int64)
-    for k, s in enumerate(shards):
-        mine = shard == k
-        items[mine] = s.take(rng.random(mine.sum()) * s.totals().total)["item"]
-    return items
 
 
 def chi_squared(items: np.ndarray, one: PrioritizedReplayBuffer):
@@ -98,7 +77,7 @@ def test_chi_squared_per_item_frequencies_are_one_buffers(n_shards):
     print(f"\n{n_shards} shard(s), {DRAWS:,} independent draws: {said(exact)}")
     assert exact.pvalue > 0.01
     if n_shards > 1:
-        control = chi_squared(equal_rate_draws(shards, DRAWS, rng), one)
+        control = chi_squared(equal_rate_items(shards, DRAWS, rng), one)
         print(f"{n_shards} shards, equal-rate sampler (negative control): {said(control)}")
         assert control.pvalue < 1e-6
 

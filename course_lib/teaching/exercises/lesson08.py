@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from course_lib.teaching.exercises.core import _Failed, checker
+from course_lib.teaching.exercises.core import _Failed, checker, require_close
 
 
 @checker(8, "job_entrypoint",
@@ -219,3 +219,48 @@ def _check_launched(jobs: _RecordedJobs, status, mode: str, printed: str) -> Non
     if status != "SUCCEEDED":
         raise _Failed(f"it returned {status!r}, not the job's final status.",
                       "Return what jobs.wait(job_id, ...) returns.")
+
+
+@checker(8, "route_targets", "each target lands in the shard whose range holds it; your "
+         "shards draw what one buffer draws (chi-squared test below).")
+def check_route_targets(route_targets):
+    """route_targets(targets, totals) -> (shard of each target, its local target): target t
+    goes to the shard k whose range [C_k, C_k + S_k) of the concatenated prefix sums holds it,
+    as t - C_k. Checked by hand on three shards (one empty), then by what real shards draw
+    through it: a chi-squared test against one buffer (`teaching.shards`)."""
+    import numpy as np
+
+    from course_lib.teaching import shards
+
+    totals = np.array([2.0, 0.0, 3.0])
+    targets = np.array([4.5, 0.5, 2.0, 1.999])            # not sorted: a batch's order is kept
+    got = route_targets(targets, totals)
+    if not (isinstance(got, tuple) and len(got) == 2):
+        raise _Failed(f"it returned {type(got).__name__}, expected a pair (shard, local).",
+                      "return shard, local: two arrays, one entry per target.")
+    shard, local = (np.asarray(a) for a in got)
+    if shard.shape != targets.shape or local.shape != targets.shape:
+        raise _Failed(f"for 4 targets it returned arrays of shapes {shard.shape} and "
+                      f"{local.shape}.", "One shard and one local target per target.")
+    if (shard == 1).any():
+        raise _Failed("it sent a target to shard 1, whose total priority is 0: an empty "
+                      "shard has an empty range and holds no target.",
+                      "Ranges from the running sum of the totals: [0, 2), [2, 2), [2, 5).")
+    if shard[2] != 2:
+        raise _Failed(f"target 2.0 went to shard {shard[2]}; it is where shard 2's range "
+                      "[2, 5) starts (a range holds its start, not its end).",
+                      "np.searchsorted(ends, targets, side='right') with ends = "
+                      "np.cumsum(totals).")
+    require_close(shard, [2, 0, 2, 0], f"targets [4.5, 0.5, 2.0, 1.999] over totals [2, 0, 3] "
+                  f"went to shards {shard.tolist()}, expected [2, 0, 2, 0], in the targets' order.",
+                  "Shard k holds [C_k, C_k + S_k), C_k the sum of the totals before it.")
+    require_close(local, [2.5, 0.5, 0.0, 1.999], f"the local targets are {local.tolist()}, "
+                  "expected [2.5, 0.5, 0.0, 1.999]: each shard descends its own tree, whose "
+                  "prefix sums start at 0.", "local = targets - starts[shard], starts[k] = C_k.")
+    setup = shards.skewed_shards()
+    test = shards.chi_squared(shards.routed_items(route_targets, setup, 100_000), setup.one)
+    if test.pvalue < 1e-3:
+        raise _Failed(f"real shards routed by it draw items unlike one buffer: chi2 = "
+                      f"{test.statistic:,.0f} on {test.dof} degrees of freedom, p = "
+                      f"{test.pvalue:.2g}.",
+                      "Route by the shards' totals S_k, not by their sizes or in equal parts.")
