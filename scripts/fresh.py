@@ -32,7 +32,8 @@ The code is compared at the recorded commit and in the working tree with comment
 docstrings ignored (`ast.dump` of each file with its docstrings stripped; a notebook's code
 cells one by one, IPython's `%` and `!` lines left out), so rewording a docstring does not make
 an output stale and changing a statement does. An output that records no commit is listed as
-"no provenance"; one that ran on uncommitted code (`<commit>-dirty`) as stale.
+"no provenance"; one that ran on uncommitted code (`<commit>-dirty`) as stale when a file it
+recorded as uncommitted (`meta.uncommitted`) is one it depends on, or when it recorded none.
 
 Exit status 1 when an output is stale or has no provenance, 0 when every output is fresh;
 `--report` always exits 0 (CI prints the list without failing).
@@ -69,6 +70,14 @@ class Output:
     data: tuple[str, ...] = ()     # files it reads, compared whole (a notebook's bench results)
     only: frozenset[str] | None = None   # of `code`, only these files count (None: all)
     seen: dict[str, str | None] | None = None   # fingerprints of `data` when it ran, if recorded
+    uncommitted: tuple[str, ...] | None = None   # files uncommitted when it ran (None: unknown)
+
+    def depends_on(self, path: str) -> bool:
+        """Whether `path` is part of what this output depends on: its code (of `code`'s folders,
+        the files of `only` if given), itself, or the data it reads."""
+        in_code = any(path.startswith(folder.rstrip("/") + "/") for folder in self.code)
+        return (path == self.own or path in self.data
+                or (in_code and (self.only is None or path in self.only)))
 
 
 #: a notebook's use of a benchmark result: `bench_results.load("apex")`
@@ -273,7 +282,8 @@ def outputs(root: Path = ROOT) -> list[Output]:
         meta = json.loads((root / path).read_text()).get("meta", {})
         results[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE,
                                           recorded=str(meta.get("commit") or ""),
-                                          only=import_closure(f"bench.{Path(path).stem}", root))
+                                          only=import_closure(f"bench.{Path(path).stem}", root),
+                                          uncommitted=uncommitted_of(meta))
     plots = frozenset({"bench/plots.py"})
     found += results.values()
     found += drawn(tracked, "bench/figures/", (".png",), results, plots, alone=True)
@@ -283,11 +293,18 @@ def outputs(root: Path = ROOT) -> list[Output]:
         meta = json.loads((root / path).read_text()).get("meta", {})
         data[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE,
                                        recorded=str(meta.get("commit") or ""),
-                                       only=import_closure(producer(meta), root))
+                                       only=import_closure(producer(meta), root),
+                                       uncommitted=uncommitted_of(meta))
     found += data.values()
     found += drawn(tracked, "notebooks/figures/", (".png", ".svg"), data, frozenset(),
                    alone=False)
     return found
+
+
+def uncommitted_of(meta: dict) -> tuple[str, ...] | None:
+    """The files a result records as uncommitted when it ran (`provenance.stamp`), or None."""
+    files = meta.get("uncommitted")
+    return tuple(files) if isinstance(files, list) else None
 
 
 def producer(meta: dict) -> str:
@@ -316,7 +333,8 @@ def drawn(tracked, folder: str, suffixes, sources: dict[str, Output], extra: fro
         found.append(Output(path, sources[source].commit if source else None, RESULT_CODE,
                             recorded=f"{sources[source].path}: {sources[source].recorded}"
                             if source else "no result it is drawn from",
-                            only=None if only is None else only | extra))
+                            only=None if only is None else only | extra,
+                            uncommitted=sources[source].uncommitted if source else None))
     return found
 
 
@@ -337,8 +355,12 @@ def check(root: Path = ROOT) -> list[tuple[str, str, str]]:
         except RuntimeError:
             rows.append(("stale", output.path, f"{commit[:10]} is not in this repository"))
             continue
-        if output.commit.endswith(DIRTY):
-            rows.append(("stale", output.path, f"ran on uncommitted changes to {commit[:10]}"))
+        dirty = [] if not output.commit.endswith(DIRTY) else (
+            ["unrecorded files"] if output.uncommitted is None else
+            [f for f in output.uncommitted if output.depends_on(f)])
+        if dirty:
+            rows.append(("stale", output.path, f"ran on uncommitted changes to {commit[:10]} "
+                                               f"({', '.join(dirty[:3])})"))
         elif changed:
             shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more"
                                               if len(changed) > 4 else "")

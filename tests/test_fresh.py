@@ -195,6 +195,24 @@ def test_a_run_on_uncommitted_code_is_stale_and_exit_status_follows_report(repo,
     assert fresh.main([]) == 1 and fresh.main(["--report"]) == 0
 
 
+def test_a_run_beside_uncommitted_files_it_does_not_import_is_judged_by_its_own_code(repo):
+    """A result stamped dirty whose uncommitted files are outside its benchmark's imports (a
+    checker written while it ran) is fresh once they are committed; one inside it is stale."""
+    path = repo / "bench" / "results" / "speed.json"
+    data = json.loads(path.read_text())
+    data["meta"]["commit"] += provenance.DIRTY
+    data["meta"]["uncommitted"] = ["course_lib/exercise.py"]
+    path.write_text(json.dumps(data))
+    assert _status(repo)["bench/results/speed.json"] == "fresh"
+    assert _status(repo)["bench/figures/speed_curve.png"] == "fresh"
+    data["meta"]["uncommitted"] = ["course_lib/exercise.py", "course_lib/lib.py"]
+    path.write_text(json.dumps(data))
+    detail = {p: d for _, p, d in fresh.check(repo)}
+    assert _status(repo)["bench/results/speed.json"] == "stale"
+    assert "course_lib/lib.py" in detail["bench/results/speed.json"]
+    assert _status(repo)["bench/figures/speed_curve.png"] == "stale"
+
+
 def test_stamp_names_the_uncommitted_files(repo):
     assert provenance.stamp(("course_lib",), repo)["uncommitted"] == []
     (repo / "course_lib" / "lib.py").write_text(LIB + "y = 1\n")
