@@ -126,3 +126,56 @@ def test_the_learner_uses_the_device_it_reserved_and_only_that(tmp_path):
                           timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["without", "cpu", "with", "cuda", "learner", "cpu"]
+
+
+CLOSE = textwrap.dedent('''
+import threading, time
+import ray
+from course_lib import init_ray
+from course_lib.distributed.run_actors import RunActors
+
+@ray.remote(max_restarts=-1, max_task_retries=-1)
+class Server:                      # as the parameter server: retried calls, restarts
+    def push(self, x):
+        time.sleep(0.001)
+        return x
+
+@ray.remote(num_cpus=0)
+class Caller:                      # as the learner: pushes it never waits for
+    def __init__(self, server):
+        self.server = server
+    def start(self):
+        def loop():
+            while True:
+                self.server.push.remote(1)
+                time.sleep(0.0005)
+        threading.Thread(target=loop, daemon=True).start()
+
+init_ray(num_cpus=1)
+actors = RunActors("close-test", time.perf_counter() + 60, 60)
+server = actors.add("parameter server", Server.remote(), serves=True)
+callers = [actors.add(f"learner {i}", Caller.remote(server)) for i in range(3)]
+ray.get([c.start.remote() for c in callers])
+time.sleep(1.0)
+actors.kill_all()
+time.sleep(3.0)                    # Ray's log lines reach the driver's stderr late
+for actor in [server, *callers]:
+    try:
+        ray.get(actor.__ray_ready__.options(max_task_retries=0).remote(), timeout=5)
+        print("alive")
+    except ray.exceptions.RayActorError:
+        print("dead")
+''')
+
+
+def test_closing_kills_the_callers_before_the_server_they_push_to(tmp_path):
+    """`kill_all` kills a run's callers first and its parameter server once they are dead: a
+    push in flight to a killed server is a task Ray retries (it has `max_task_retries=-1`) and
+    reports on stderr, as SAC runs did after every close. Every actor ends dead."""
+    script = tmp_path / "close.py"
+    script.write_text(CLOSE)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["dead"] * 4
+    assert "will be retried" not in done.stderr, done.stderr[-2000:]

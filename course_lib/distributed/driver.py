@@ -184,7 +184,7 @@ class DistributedTrainer(Trainer):
         cfg, actors = self.cfg, self.actors
         self.params = actors.add("parameter server", ParameterStoreActor.options(
             name=actors.ray_name("parameter server"), max_restarts=-1,
-            max_task_retries=-1).remote())
+            max_task_retries=-1).remote(), serves=True)
         replay = {"capacity": cfg.buffer_size, "spec": self.transition_spec(),
                   "seed": self.seed_for("replay"), **self.replay_options()}
         self.learner_actor = actors.add("learner", self.Learner.options(

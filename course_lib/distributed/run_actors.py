@@ -26,7 +26,10 @@ knows every actor of a run by its Ray actor id and names the one that really fai
 | an actor's `__init__` raised, during start-up            | that actor, "could not start"|
 
 If start-up fails (an exception, a deadline, or Ctrl-C), `kill_all` kills every actor created
-so far, so that their CPUs are free for the next run in the same process.
+so far, so that their CPUs are free for the next run in the same process. It kills the actors
+that call others first and the ones they call (the parameter server) only once the callers
+are dead: a push still in flight to a killed parameter server is a task Ray retries (that
+actor has `max_task_retries=-1`) and reports as failed.
 """
 
 from __future__ import annotations
@@ -156,16 +159,18 @@ class RunActors:
         self.names: dict[str, str] = {}    # Ray actor id (hex) -> name
         self.needs: dict[str, str] = {}    # name -> what it asked Ray for, in words
         self.actors: list = []
+        self.servers: list = []            # actors the others call: killed last
 
     def ray_name(self, name: str) -> str:
         return f"{self.prefix}:{name}"
 
-    def add(self, name: str, actor, cpus: float = 0.0, gpus: float = 0.0):
-        """Register `actor` under `name` with the resources it asked for; returns it."""
+    def add(self, name: str, actor, cpus: float = 0.0, gpus: float = 0.0, serves: bool = False):
+        """Register `actor` under `name` with the resources it asked for; returns it. An actor
+        that `serves` the others (calls reach it from other actors) is killed after them."""
         self.names[actor._actor_id.hex()] = name
         self.needs[name] = " and ".join(f"{v:g} {k}" for k, v in (("CPU", cpus), ("GPU", gpus))
                                         if v) or "no CPU"
-        self.actors.append(actor)
+        (self.servers if serves else self.actors).append(actor)
         return actor
 
     def name_of(self, actor_id: str | None, default: str) -> str:
@@ -204,7 +209,39 @@ class RunActors:
         dead = actor_died(err)
         return dead is not None and self.name_of(dead.actor_id, part) == part
 
-    def kill_all(self) -> None:
-        """Kill every actor registered (they are gone for good: no restarts)."""
+    def kill_all(self, wait_s: float = 5.0) -> None:
+        """Kill every actor registered, for good (no restarts): the callers, then (once they
+        are dead, or after `wait_s`) the servers they call."""
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
+        wait_dead(self.actors, wait_s)
+        for actor in self.servers:
+            ray.kill(actor, no_restart=True)
+
+
+def wait_dead(actors: list, timeout_s: float) -> None:
+    """Return once every actor in `actors` is dead (a call to it fails), or after `timeout_s`.
+    `ray.kill` only asks: a killed actor can still be finishing a call for a while."""
+    deadline = time.perf_counter() + timeout_s
+    alive = list(actors)
+    while alive:
+        # no retries: Ray would retry (and report) a call to a dead worker with max_task_retries
+        refs = [actor.__ray_ready__.options(max_task_retries=0).remote() for actor in alive]
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=left)
+        answered = set(done)
+        still = []
+        for actor, ref in zip(alive, refs):
+            if ref not in answered:
+                still.append(actor)               # busy or not yet told: look again
+                continue
+            try:
+                ray.get(ref)
+                still.append(actor)               # answered: the kill has not landed yet
+            except ray.exceptions.RayActorError:
+                pass                              # dead
+        alive = still
+        if alive:
+            time.sleep(0.02)
