@@ -115,8 +115,6 @@ def test_the_band_of_a_benchmark_is_its_seeds_that_reached_the_goal():
     assert bench_results.expected_band("no_such_result").startswith("no benchmark result")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 38: the day holds more material than its slots "
-                   "(slides/INSTRUCTOR.md's day table); remove this mark once it fits")
 def test_every_notebook_fits_its_slot():
     over = [f"{m.notebook}: {m.total:.1f} min for a slot of {m.slot}"
             for m in map(day.material, day.notebooks()) if m.left < 0]
