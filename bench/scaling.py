@@ -30,7 +30,8 @@ Sized to about half an hour on 2 cores (the estimate is in CONTRIBUTING.md), it 
 - **a cap per run**, `CAP_S` (45 s) of training: a run that reaches it has not reached the goal
   in that time, and its seconds are a lower bound (shown "≥"). The best Ape-X took 20-35 s at
   every latency in the earlier ladder, so the cap decides where distribution pays and costs
-  only the slow references' runs. The repeatable references at the first latency run to the
+  only the slow references' runs. On a slower machine each rung's cap grows by how much longer
+  a bare transition takes there (`cap_at`, from the costs measured at the start). The repeatable references at the first latency run to the
   goal (`FULL`'s budget): their env steps are the floors below;
 - **floors for the repeatable references** (dqn, vec-8, sb3: one process, seeded, evaluated
   at fixed env-step counts, so a seed learns step for step the same at every latency; the
@@ -88,7 +89,10 @@ from course_lib.errors import OutOfTime
 GOAL = 475.0
 LATENCIES = (0.0, 0.5, 2.0, 5.0)
 SEEDS = (0, 1, 2)
-CAP_S = 45.0                       # seconds of training per run (--cap-s)
+CAP_S = 45.0                       # seconds of training per run, at CAP_COSTS (--cap-s)
+#: the bare costs (ms) of the ladder CAP_S was sized from (d8717cc, an Intel Xeon, where the best
+#: Ape-X took 20-35 s): on a slower machine each rung's cap grows with them (`cap_at`)
+CAP_COSTS = {"act_ms": 0.0924, "update_ms": 1.404}
 FULL = {"target_return": GOAL, "max_env_steps": 150_000, "max_time_s": 600.0}
 QUICK = {"target_return": None, "max_env_steps": 2_000, "max_time_s": 60.0}
 
@@ -167,6 +171,17 @@ def run_one(name: str, latency_ms: float, seed: int, budget: dict) -> dict:
             "eval_return": float(last["eval_return"]), "explorers": explorers}
 
 
+def cap_at(latency_ms: float, costs: dict[str, float], cap_s: float = CAP_S) -> float:
+    """The cap of a run at `latency_ms` on this machine: `cap_s` times how much longer one
+    transition takes here, bare, than at `CAP_COSTS` (act + env step, the latency, and the
+    updates it owes: t_act + L + u t_update), never less than `cap_s`. A cap sized on a faster
+    machine would otherwise stop runs that a slower one needs only a little longer for (on an
+    AMD EPYC with 3x the act and 1.5x the update cost, 45 s censored 24 of 36 Ape-X runs)."""
+    def per_transition(c: dict[str, float]) -> float:
+        return c["act_ms"] + latency_ms + costs["updates_per_transition"] * c["update_ms"]
+    return round(cap_s * max(1.0, per_transition(costs) / per_transition(CAP_COSTS)), 1)
+
+
 def budget_for(name: str, latency_ms: float, latencies, cap_s: float, quick: bool) -> dict:
     """A run's stop settings: the cap, except a repeatable reference at the first latency,
     which runs to the goal (its env steps are the floors of the others)."""
@@ -212,6 +227,8 @@ def bench_scaling(latencies, seeds, variants, quick: bool, cap_s: float = CAP_S,
     its floor when that alone passes the cap)."""
     costs = step_costs(1.0 if quick else 4.0, 1_000 if quick else 5_000)
     log("bare costs: " + ", ".join(f"{k} {v:.3f}" for k, v in costs.items()))
+    caps = {latency: cap_at(latency, costs, cap_s) for latency in latencies}
+    log("cap per run: " + ", ".join(f"{k:g} ms {v:g} s" for k, v in caps.items()))
     runs, cpu = [], machine()["cpu"]
     with private_ray_tmp():
         init_ray(num_cpus=os.cpu_count())
@@ -222,16 +239,17 @@ def bench_scaling(latencies, seeds, variants, quick: bool, cap_s: float = CAP_S,
                         steps = None if quick else steps_known(runs, name, seed)
                         floor = floor_s(name, latency, steps)
                         clock = Stopwatch()
-                        if floor is not None and floor >= cap_s:
+                        if floor is not None and floor >= caps[latency]:
                             r = {"reached": False, "env_steps": steps, "seconds": round(floor, 1),
                                  "cpu_s": None, "eval_return": None, "floor": True}
                         else:
                             r = run_one(name, latency, seed,
-                                        budget_for(name, latency, latencies, cap_s, quick))
+                                        budget_for(name, latency, latencies, caps[latency],
+                                                   quick))
                         runs.append({"latency_ms": latency, "variant": name, "seed": seed, **r,
                                      "process_s": round(clock.seconds, 1), "cpu": cpu})
                         log(f"{latency:>4g} ms {name:>7} seed {seed}: " + (
-                            f"not run, its floor {floor:.1f} s passes the {cap_s:g} s cap"
+                            f"not run, its floor {floor:.1f} s passes the {caps[latency]:g} s cap"
                             if r.get("floor") else
                             f"stopped at {r['seconds']:g} s, before its first evaluation"
                             if r["env_steps"] is None else
@@ -242,7 +260,8 @@ def bench_scaling(latencies, seeds, variants, quick: bool, cap_s: float = CAP_S,
             ray.shutdown()
     rows = summarise(runs, costs, os.cpu_count())
     return {"config": {"quick": quick, "latencies_ms": list(latencies), "seeds": list(seeds),
-                       "variants": list(variants), "cap_s": cap_s, "full": FULL,
+                       "variants": list(variants), "cap_s": cap_s, "cap_costs": CAP_COSTS,
+                       "caps_s": {f"{k:g}": v for k, v in caps.items()}, "full": FULL,
                        "budget": QUICK if quick else {**FULL, "max_time_s": cap_s},
                        "cores": os.cpu_count()},
             "costs": costs, "runs": runs, "summary": rows,
@@ -290,7 +309,9 @@ def main() -> None:
                      help="env step latencies in ms (default 0 0.5 2 5)")
     cli.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     cli.add_argument("--cap-s", type=float, default=CAP_S,
-                     help=f"seconds of training per run (default {CAP_S:g})")
+                     help=f"seconds of training per run on a machine as fast as the one it "
+                          f"was sized on (default {CAP_S:g}); each rung's cap grows with this "
+                          "machine's bare costs")
     cli.add_argument("--add-to", action="store_true",
                      help="keep the runs already in --json that this one does not repeat")
     args = cli.parse_args()

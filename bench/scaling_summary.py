@@ -157,6 +157,15 @@ def steps_text(w: dict) -> str:
     return "-" if w["median_env_steps"] is None else f"{w['median_env_steps']:,.0f}"
 
 
+def caps_text(cfg: dict) -> str:
+    """The cap per run: one figure, or (a ladder sized from this machine's costs) one per rung."""
+    caps = cfg.get("caps_s")
+    if not caps or len(set(caps.values())) == 1:
+        return f"{(next(iter(caps.values())) if caps else cfg['cap_s']):g} s"
+    return ("; ".join(f"{v:g} s at {k} ms" for k, v in caps.items())
+            + f" ({cfg['cap_s']:g} s scaled by this machine's bare costs)")
+
+
 def section(r: dict) -> str:
     """The ladder as a table: per latency and variant, medians, ranges and the bound."""
     c, cfg = r["costs"], r["meta"]["config"]
@@ -164,7 +173,7 @@ def section(r: dict) -> str:
             f"{c['act_ms']:.3f} ms, learner update {c['update_ms']:.3f} ms x "
             f"{c['updates_per_transition']:.2f} updates per transition. Seconds: median "
             "[min-max] over seeds; bound: Amdahl's best case at the run's own env steps."
-            + (f" Each run stopped at {cfg['cap_s']:g} s of training: ≥ marks a time it did "
+            + (f" Each run stopped at {caps_text(cfg)} of training: ≥ marks a time it did "
                "not reach the goal in (a lower bound), and, in \"not run\", the runs of a "
                "repeatable reference whose floor (its env steps to the goal times the "
                "latency) alone passed the cap." if "cap_s" in cfg else "") + "\n\n")

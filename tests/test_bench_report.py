@@ -882,3 +882,24 @@ def test_the_chaos_bench_sets_each_chaos_run_against_its_unkilled_seed_and_rende
     assert "| apex:CartPole-v1 | 0 | yes | 500 | yes | 3 | 1 | 2 | 50 | 32.00 | 40.00 | 1.25 |" \
         in report
     assert f"```\n{line}\n```" in report and "exit 0, apex CartPole-v1: reached 500.0" in report
+
+
+def test_the_ladders_cap_grows_with_this_machines_bare_costs_per_rung():
+    """CAP_S was sized on a faster machine: where one bare transition (act + latency + the
+    updates it owes) takes longer here, each rung's cap grows by that factor, never below
+    CAP_S; at a high latency the machine matters less, so the factor falls towards 1. The
+    report gives the cap per rung."""
+    scaling, summary = _bench_module("scaling"), _bench_module("scaling_summary")
+    same = {**scaling.CAP_COSTS, "updates_per_transition": 0.25}
+    slower = {"act_ms": 0.288, "update_ms": 2.15, "updates_per_transition": 0.25}
+    faster = {"act_ms": 0.05, "update_ms": 1.0, "updates_per_transition": 0.25}
+    assert scaling.cap_at(0.0, same) == scaling.cap_at(5.0, same) == scaling.CAP_S
+    assert scaling.cap_at(0.0, faster) == scaling.CAP_S                    # never below
+    at = {latency: scaling.cap_at(latency, slower) for latency in (0.0, 0.5, 2.0, 5.0)}
+    # (0.288 + 0 + 0.25 * 2.15) / (0.0924 + 0 + 0.25 * 1.404) = 1.86 at 0 ms
+    assert at[0.0] == pytest.approx(45 * 0.8255 / 0.4434, abs=0.1)
+    assert at[0.0] > at[0.5] > at[2.0] > at[5.0] > scaling.CAP_S
+    cfg = {"cap_s": 45.0, "caps_s": {f"{k:g}": v for k, v in at.items()}}
+    assert summary.caps_text(cfg).startswith(f"{at[0.0]:g} s at 0 ms; ")
+    assert summary.caps_text({"cap_s": 45.0}) == "45 s"
+    assert summary.caps_text({"cap_s": 45.0, "caps_s": {"0": 45.0, "2": 45.0}}) == "45 s"
