@@ -207,16 +207,14 @@ def _(e):
 @claim("results-system-cpu-within-target",
        {RESULTS: ("The\nwhole system's CPU per update stays within its target against one "
                   "process doing the same work.",
-                  "The whole\nsystem's CPU per update stays within its target in the default "
-                  "setting;",
-                  "in the variants' slow\nruns it rises past it")},
+                  "The whole system's CPU per update stays within its\ntarget in every setting;",
+                  "here it came out below one process's")},
        "overhead.json's CPU per update against one process, and learner_feed.json's per setting")
 def _(e):
     system = e.bench("overhead")["cpu_per_update"]["ratio"]
     feed = {row["setting"]: row["cpu_vs_one_process"]
             for row in e.bench("learner_feed")["summary"]}
-    variants = [v for k, v in feed.items() if k != "default"]
-    return holds(max(system, feed["default"]) <= 1.5 and max(variants) > 1.5,
+    return holds(max(system, *feed.values()) <= 1.5 and max(feed.values()) < 1.0,
                  f"system / one process {system:.2f}; per setting {feed}")
 
 
@@ -227,12 +225,13 @@ LEARNER_FEED_BEFORE = {"committed_in": "7b46d8b", "default": 473.3, "bare": 735.
 
 
 @claim("results-learner-feed-short-of-target",
-       {RESULTS: ("This run cannot rank the settings: the runs of one setting differ by up to a\n"
-                  "third of the bare rate",
-                  "No labelled variant reached\nthe target. The default's median did, here,",
-                  "The learner inside the system lost less of its rate between the two\n"
-                  "machines than the bare loop did",
-                  "the same learner comes\nmuch closer to its reference")},
+       {RESULTS: ("This run cannot rank the settings, nor say that the target is met: the runs "
+                  "of one\nsetting differ by up to half the bare rate",
+                  "some runs came out faster than the bare loop",
+                  "Every setting's median is at or above the 0.8 target here",
+                  "The learner inside the\nsystem lost less of its rate between the two machines "
+                  "than the bare loop did",
+                  "the same learner comes much closer to its reference")},
        "bench/results/learner_feed.json's settings and runs, and overhead.json's learner rows")
 def _(e):
     feed = e.bench("learner_feed")
@@ -242,17 +241,19 @@ def _(e):
         per_setting.setdefault(run["setting"], []).append(run["ratio"])
     spread = max(max(v) - min(v) for v in per_setting.values())
     medians = max(rows.values()) - min(rows.values())
+    fastest = max(max(v) for v in per_setting.values())
     default = next(r for r in feed["summary"] if r["setting"] == "default")["updates_s"]
     before, bare_before = LEARNER_FEED_BEFORE["default"], LEARNER_FEED_BEFORE["bare"]
     learner = e.bench("overhead")["apex"]
     local = learner["learner_vs_local_replay"]["ratio"]
-    ok = (spread >= 0.2 and spread > medians and rows["default"] >= 0.8
-          and max(v for k, v in rows.items() if k != "default") < 0.8
+    ok = (0.4 <= spread < 0.6 and spread > medians and fastest > 1.0
+          and min(rows.values()) >= 0.8
           and default / before > feed["bare_updates_s"] / bare_before
           and local >= learner["learner"]["ratio"] + 0.15)
     return holds(ok, f"learner / bare per setting {rows}; widest spread of one setting's runs "
-                     f"{spread:.2f}; default {default:.0f} updates/s here, {before} before; "
-                     f"against one process sampling its own buffer {local:.2f}")
+                     f"{spread:.2f}, fastest run {fastest:.2f}; default {default:.0f} updates/s "
+                     f"here, {before} before; against one process sampling its own buffer "
+                     f"{local:.2f}")
 
 
 @claim("results-soak-held",
@@ -331,20 +332,29 @@ def _(e):
 
 
 @claim("results-model-count-holds-rate-bound",
-       {RESULTS: ("The model's count is within one explorer of the ladder's best at every rung",
-                  "it\nis the ladder's own count at every rung when the model is given the costs "
-                  "the ladder measured",
-                  "Its learner rate is not met",
-                  "and\nleast of it with four explorers")},
-       "bench/results/model.json: its rungs against the committed ladder")
+       {RESULTS: ("The model's count is within one explorer of the ladder's best at 0, 0.5 and "
+                  "2 ms,\nand half of it at 5 ms (two explorers against four), where the ladder's "
+                  "seeds at 2 and 4\nexplorers overlap",
+                  "Given the costs the ladder measured, it gives the ladder's own count at every\n"
+                  "rung",
+                  "whose learner update cost\nmuch less than this one's",
+                  "Its learner rate\nis within 20% of the prediction at 0, 0.5 and 2 ms; at 5 ms "
+                  "the learner made more than its costs\npredict")},
+       "bench/results/model.json: its rungs against the committed ladder (scaling.json's costs)")
 def _(e):
-    rungs = e.bench("model")["ladder"]
-    counts = all(r["count_ok"] for r in rungs)
-    own = all(r["model_count_ladder_costs"] == r["ladder_best"] for r in rungs)
-    eta = {r["latency_ms"]: r["measured_updates_s"] / r["predicted_updates_s"] for r in rungs}
-    four = [r["latency_ms"] for r in rungs if r["ladder_best"] == 4]
-    rate = all(not r["rate_ok"] and r["measured_updates_s"] < r["predicted_updates_s"]
-               for r in rungs)
-    return holds(counts and own and rate and [min(eta, key=eta.get)] == four,
-                 f"counts within one: {counts}; the ladder's costs give its counts: {own}; "
-                 f"measured / predicted rate by latency (ms) {eta}; four explorers at {four}")
+    model = e.bench("model")
+    rungs = {r["latency_ms"]: r for r in model["ladder"]}
+    last = rungs[5.0]
+    counts = (all(r["count_ok"] for k, r in rungs.items() if k < 5.0) and not last["count_ok"]
+              and (last["model_count"], last["ladder_best"]) == (2, 4)
+              and "overlap" in last["count_reading"])
+    own = all(r["model_count_ladder_costs"] == r["ladder_best"] for r in rungs.values())
+    update = model["costs"]["update_ms_64"] / e.bench("scaling")["costs"]["update_ms"]
+    rate = (all(r["rate_ok"] for k, r in rungs.items() if k < 5.0)
+            and last["measured_updates_s"] > last["predicted_updates_s"])
+    return holds(counts and own and update > 1.5 and rate,
+                 f"counts within one below 5 ms, (model, ladder) at 5 ms "
+                 f"{(last['model_count'], last['ladder_best'])}; the ladder's costs give its "
+                 f"counts: {own}; update here / ladder's {update:.1f}; rates within 20% below "
+                 f"5 ms, 5 ms measured / predicted "
+                 f"{last['measured_updates_s'] / last['predicted_updates_s']:.2f}")
