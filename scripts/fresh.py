@@ -164,15 +164,22 @@ def imported(node: ast.AST, package: str) -> set[str]:
 
 def names_imported(path: str, module: str, modules: dict[str, str], root: Path) -> set[str]:
     """The modules of `modules` that the file `path` (module `module`) names: in an import
-    (relative ones resolved), as a whole string, or as an f-string's literal start."""
+    (relative ones resolved), as a whole string, or as an f-string's literal start. A package's
+    name as a string is also `python -m package` (its `__main__`) in the code that starts
+    processes (bench, scripts), not in the library: course_lib writes command lines for people
+    to type (`runs.resume_hint`'s "python -m course_lib train ..."), it never runs them, and
+    counting them would put the whole command line in every trainer's closure."""
     tree = ast.parse((root / path).read_text())
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    runs_processes = not path.startswith("course_lib/")
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             names |= imported(node, package)
         elif isinstance(node, ast.Constant) and node.value in modules:
-            names |= {node.value, f"{node.value}.__main__"}       # also `python -m package`
+            names.add(node.value)
+            if runs_processes:
+                names.add(f"{node.value}.__main__")               # `python -m package`
         elif (isinstance(node, ast.JoinedStr) and node.values
               and isinstance(node.values[0], ast.Constant)
               and str(node.values[0].value).startswith(CODE)):

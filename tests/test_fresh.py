@@ -157,6 +157,25 @@ def test_import_closure_follows_relative_imports_module_strings_and_f_strings(re
     assert fresh.import_closure("bench.nothing_here", repo) is None
 
 
+def test_a_command_line_the_library_only_writes_out_is_not_in_the_closure(repo):
+    """course_lib's resume hint names `python -m course_lib train`: text for a person, not a
+    process it starts, so a benchmark that imports it does not depend on the command line
+    (and through it on every trainer); a benchmark that runs the command line does."""
+    files = {"course_lib/hint.py": "def hint():\n"
+                                   "    return ['python', '-m', 'course_lib', 'train']\n",
+             "course_lib/__main__.py": "from course_lib.exercise import check\n",
+             "bench/writes.py": "from course_lib.hint import hint\nprint(hint())\n",
+             "bench/runs.py": "import subprocess\n"
+                              "subprocess.run(['python', '-m', 'course_lib', 'train'])\n"}
+    for path, text in files.items():
+        (repo / path).write_text(text)
+    writes = fresh.import_closure("bench.writes", repo)
+    assert "course_lib/hint.py" in writes and "course_lib/__main__.py" not in writes
+    assert "course_lib/exercise.py" not in writes
+    runs = fresh.import_closure("bench.runs", repo)
+    assert {"course_lib/__main__.py", "course_lib/exercise.py"} <= runs
+
+
 def test_a_notebook_is_stale_when_a_result_it_loads_is_re_measured(repo):
     # notebooks print bench/results/*.json through bench_results.load: a new run of that
     # benchmark makes the printed figures old even though no code changed
