@@ -24,8 +24,9 @@ JSON it is drawn from). Its code is:
 
 The import closure is read from the code as it is now, and counts a module when a file names
 it in an `import`, in a string (`importlib.import_module("course_lib.apex")`, `python -m
-course_lib`: a package's `__main__` too) or as the literal start of an f-string (every module
-that starts so). A module that stopped importing another has itself changed, so reading the
+course_lib`: a package's `__main__` too, where bench or scripts start it; the library only writes
+such command lines out for people) or as the literal start of an f-string (every module that
+starts so). A module that stopped importing another has itself changed, so reading the
 closure of now, not of the recorded commit, misses nothing.
 
 The code is compared at the recorded commit and in the working tree with comments and
