@@ -31,8 +31,9 @@ Sized to about half an hour on 2 cores (the estimate is in CONTRIBUTING.md), it 
   in that time, and its seconds are a lower bound (shown "≥"). The best Ape-X took 20-35 s at
   every latency in the earlier ladder, so the cap decides where distribution pays and costs
   only the slow references' runs. On a slower machine each rung's cap grows by how much longer
-  a bare transition takes there (`cap_at`, from the costs measured at the start). The repeatable references at the first latency run to the
-  goal (`FULL`'s budget): their env steps are the floors below;
+  a bare transition takes there (`cap_at`, from the costs measured at the start). The
+  repeatable references at the first latency run to the goal (`FULL`'s budget): their env
+  steps are the floors below;
 - **floors for the repeatable references** (dqn, vec-8, sb3: one process, seeded, evaluated
   at fixed env-step counts, so a seed learns step for step the same at every latency; the
   earlier ladder's dqn and vec-8 took the same env steps at all four): a run of them must wait

@@ -233,7 +233,7 @@ def wait_dead(actors: list, timeout_s: float) -> None:
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=left)
         answered = set(done)
         still = []
-        for actor, ref in zip(alive, refs):
+        for actor, ref in zip(alive, refs):  # noqa: B905 (refs is built from alive)
             if ref not in answered:
                 still.append(actor)               # busy or not yet told: look again
                 continue
