@@ -50,7 +50,9 @@ def test_the_quick_preset_is_smaller_than_the_full_one():
 @pytest.mark.parametrize("explorers", [False, True], ids=["actors", "apex-explorers"])
 def test_a_tiny_ladder_measures_every_variant_and_slow_envs_pay_for_parallelism(
         ray_local, explorers):
-    cfg = LadderConfig().updated({"latencies_ms": [0.0, 20.0], "seconds": 0.2,
+    # 0.75 s a point: each run of the three actors at 20 ms then lasts ~0.25 s, against up to
+    # ~0.1 s of Ray dispatch when CI's notebooks share the cores (0.2 s once measured 1.48x)
+    cfg = LadderConfig().updated({"latencies_ms": [0.0, 20.0], "seconds": 0.75,
                                   "num_workers": 3, "explorers": explorers})
     torch.set_num_threads(2)
     ladder = measure_ladder(cfg)
