@@ -153,13 +153,13 @@ def _(e):
     return holds(saturated >= 0.99, f"{saturated:.0%} of iterations ended with work waiting")
 
 
-@claim("results-learner-keeps-two-thirds",
-       {RESULTS: ("Inside the system it keeps about two-thirds of a bare update loop's\nrate, "
-                  "and about three-quarters with the explorers paused",
-                  "hardly ever slept for want of work",
-                  "most of its\nsamples were in the update itself and a small share in sampling "
-                  "its buffer and publishing\nweights",
-                  "one update costs more CPU inside the system than in the bare loop",
+@claim("results-learner-keeps-four-fifths",
+       {RESULTS: ("Inside the system it kept about four-fifths of a bare update loop's\nrate "
+                  "in this run, and with the explorers paused it ran faster than the bare loop "
+                  "measured\nbefore it",
+                  "hardly ever slept for want\nof work",
+                  "most of its samples were in the update itself and a small share in sampling "
+                  "its\nbuffer and publishing weights",
                   "predicts the measured rate closely")},
        "bench/results/overhead.json: the learner's ratios and its profiled diagnostics")
 def _(e):
@@ -170,24 +170,25 @@ def _(e):
     sched, spy, one = prof["scheduler"], prof["py_spy"], prof["one_update_ms"]
     ray_share = sum(v for k, v in spy.items() if "sampl" in k or "Ray" in k or "publish" in k)
     predicted = sched["on_a_core"] * spy["update (torch)"] / one["cpu"] * 1e3
-    ok = (0.58 <= learner["ratio"] <= 0.72 and 0.68 <= paused <= 0.82
+    ok = (0.72 <= learner["ratio"] <= 0.9 and paused > 1.0
           and sched["sleeping"] < 0.05 and spy["update (torch)"] > 0.5 and ray_share < 0.2
-          and one["cpu"] > 1e3 / learner["bare_updates_s"]
           and abs(predicted / prof["updates_s"] - 1) <= 0.15)
     return holds(ok, f"keeps {learner['ratio']:.2f}, paused {paused:.2f}; asleep "
                      f"{sched['sleeping']:.0%}; update {spy['update (torch)']:.0%}, sampling and "
-                     f"publishing {ray_share:.0%}; one update {one['cpu']:.2f} ms against "
-                     f"{1e3 / learner['bare_updates_s']:.2f}; predicted {predicted:.0f} against "
+                     f"publishing {ray_share:.0%}; predicted {predicted:.0f} against "
                      f"{prof['updates_s']:.0f} updates/s")
 
 
 @claim("results-cheap-priorities-and-evaluations",
-       {RESULTS: "Initial priorities are a small part of an explorer step and an\nevaluation at "
-                 "the goal is short beside a run",
+       {RESULTS: ("One update costs about as much CPU inside the system as in the\nbare loop, "
+                  "and no more than in a single process that samples fresh batches from its own"
+                  "\nprioritized buffer.",
+                  "Initial\npriorities are a small part of an explorer step and an evaluation "
+                  "at the goal is short beside\na run"),
         FAQ: ("the initial priorities and the\nevaluations cost almost nothing",
-              "one update costs more CPU inside the system than\nin a loop that trains on the "
-              "same batch again and again, and about what it costs in a single\nprocess that "
-              "samples fresh batches from its own prioritized buffer")},
+              "One update\ncosts about as much CPU inside the system as in a loop that trains "
+              "on the same batch again and\nagain, and no more than in a single process that "
+              "samples fresh batches from its own\nprioritized buffer")},
        "bench/results/overhead.json: explorer step costs, evaluation times, one update's CPU")
 def _(e):
     r = e.bench("overhead")
@@ -198,7 +199,8 @@ def _(e):
     one = d["apex_learner_profile"]["one_update_ms"]["cpu"]
     bare = 1e3 / learner["learner"]["bare_updates_s"]
     local = 1e3 / learner["learner_vs_local_replay"]["bare_updates_s"]
-    return holds(share < 0.1 and evaluation < 1.0 and one > bare and abs(one / local - 1) <= 0.2,
+    return holds(share < 0.1 and evaluation < 1.0 and 0.75 <= one / bare <= 1.25
+                 and one <= 1.1 * local,
                  f"priorities {share:.0%} of a step; 30 evaluation episodes {evaluation:.2f} s; "
                  f"one update {one:.2f} ms, bare loop {bare:.2f}, one process sampling its "
                  f"buffer {local:.2f}")
@@ -287,31 +289,31 @@ def _(e):
                      f"{weights}x a local copy")
 
 
-@claim("results-rllib-both-goals",
-       {RESULTS: ("On CartPole both sides reached the goal in about the same time, by\n"
-                  "different roads: RLlib's DQN needed less than a tenth of our Ape-X's env "
-                  "steps, at about a\ntenth of its env steps per second.",
-                  "Our parallel SAC reached Pendulum's goal; RLlib SAC\ndid not within its time "
-                  "budget, at a few env steps a second, so that ratio is an upper bound.",
-                  "it had fallen far by the end")},
+@claim("results-rllib-ours-reached-rllib-not",
+       {RESULTS: ("On CartPole our Ape-X reached the goal; RLlib's DQN did not within\nits time "
+                  "budget. By then it had played about as many env steps as our Ape-X needed, at "
+                  "under a\ntenth of its env steps per second, so the time ratio is an upper "
+                  "bound.",
+                  "Our parallel SAC reached Pendulum's\ngoal; RLlib SAC did not within its time "
+                  "budget, at a few env steps a second, so that ratio is an\nupper bound too.",
+                  "it was lower by the end")},
        "bench/results/rllib.json: its summary, its runs and its load before and after")
 def _(e):
     r = e.bench("rllib")
     cart, pend = (e.row(r["summary"], task=t) for t in ("CartPole-v1", "Pendulum-v1"))
     runs = {(run["task"], run["side"]): run for run in r["runs"]}
     ours, theirs = runs["CartPole-v1", "ours"], runs["CartPole-v1", "rllib"]
-    ratio = cart["ours_median_s"] / cart["rllib_median_s"]
-    steps = ours["env_steps"] / theirs["env_steps"]
+    steps = theirs["env_steps"] / ours["env_steps"]
     speed = (theirs["env_steps"] / theirs["time_s"]) / (ours["env_steps"] / ours["time_s"])
     slow = runs["Pendulum-v1", "rllib"]
     pend_steps_s = slow["env_steps"] / slow["time_s"]
     load = r["meta"]["load_before"][0], r["meta"]["load_after"][0]
-    ok = (cart["ours_all_reached"] and cart["rllib_all_reached"] and 0.75 <= ratio <= 1.33
-          and steps > 10 and 0.07 <= speed <= 0.14
+    ok = (cart["ours_all_reached"] and not cart["rllib_all_reached"]
+          and cart["ratio_is_upper_bound"] and 0.75 <= steps <= 1.33 and speed < 0.1
           and pend["ours_all_reached"] and not pend["rllib_all_reached"]
-          and pend["ratio_is_upper_bound"] and pend_steps_s < 10 and load[1] <= load[0] / 5)
-    return holds(ok, f"CartPole time ours/RLlib {ratio:.2f}, env steps {steps:.1f}x, RLlib's env "
-                     f"steps/s {speed:.2f} of ours; Pendulum RLlib reached "
+          and pend["ratio_is_upper_bound"] and pend_steps_s < 10 and load[1] < load[0])
+    return holds(ok, f"CartPole RLlib reached {cart['rllib_reached']}, its env steps {steps:.2f}x "
+                     f"ours, its env steps/s {speed:.2f} of ours; Pendulum RLlib reached "
                      f"{pend['rllib_reached']}, {pend_steps_s:.1f} env steps/s; load {load[0]} "
                      f"before, {load[1]} after")
 
