@@ -318,6 +318,26 @@ def _(e):
                      f"before, {load[1]} after")
 
 
+@claim("results-chaos-reached-cheaply",
+       {RESULTS: ("Every run under chaos reached its goal, and its checkpoint held the goal on "
+                  "fresh\nepisodes.",
+                  "a chaos run took from much\nless to about a third more, and some chaos runs "
+                  "were faster",
+                  "a count slightly below zero means that nothing was lost beyond that noise",
+                  "restarts can be one\nfewer than kills")},
+       "bench/results/chaos.json: every run beside its seed unkilled")
+def _(e):
+    rows = e.bench("chaos")["summary"]
+    ratios = [r["ratio"] for r in rows]
+    negative = [r["lost"] for r in rows if r["lost"] < 0]
+    ok = (all(r["reached"] and r["holds"] for r in rows) and min(ratios) < 0.8
+          and 1.0 < max(ratios) <= 1.4 and all(x > -50 for x in negative)
+          and all(r["kills"] - 1 <= r["restarts"] <= r["kills"] for r in rows))
+    return holds(ok, f"reached and held: {all(r['reached'] and r['holds'] for r in rows)}; "
+                     f"time / unkilled {min(ratios)}-{max(ratios)}; negative losses {negative}; "
+                     f"kills, restarts {[(r['kills'], r['restarts']) for r in rows]}")
+
+
 @claim("results-matched-networks",
        {RESULTS: "With the same network on both sides our parallel SAC is faster than "
                  "SB3's\nSAC at both sizes, with fewer env steps, and the gap grows with the "
