@@ -105,8 +105,7 @@ def _(e):
        {NB07: "need the last bit of speed on a small machine, as the race above shows",
         "slides/FAQ.md": ("RLlib's DQN and SAC take longer than course_lib's Ape-X and SAC to "
                           "reach the\nsame goal, SAC many times longer",
-                          "RLlib's DQN needs no more\nenv steps than our Ape-X, but runs far "
-                          "fewer of them per second")},
+                          "RLlib's DQN also runs far\nfewer env steps per second than our Ape-X")},
        "the race table's time ratios, goals, env steps and env steps/s (cell 4d8895ad)")
 def _(e):
     race = _race(e)
@@ -120,7 +119,7 @@ def _(e):
     ok = (len(race) == 2 and all(r["ratio"] < 1 and r["course_lib"]["reached"]
                                  for r in race.values())
           and race["Pendulum-v1"]["ratio"] <= 0.25
-          and their_steps <= ours_steps and their_rate <= ours_rate / 4)
+          and their_rate <= ours_rate / 4)
     return holds(ok, ", ".join(f"{t}: time ratio {'' if r['RLlib']['reached'] else '<= '}"
                                f"{r['ratio']}" for t, r in race.items())
                  + f"; DQN env steps {their_steps:,} against {ours_steps:,}, env steps/s "
