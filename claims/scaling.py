@@ -21,38 +21,41 @@ def _apex(rows: dict[str, dict]) -> dict[int, dict]:
 
 
 @claim("scaling-apex-pulls-ahead",
-       {RESULTS: "every Ape-X variant pulls further ahead of single-process DQN",
+       {RESULTS: ("every Ape-X variant pulls further ahead of single-process DQN,\nand is ahead "
+                  "of SB3's DQN at every latency above zero (one explorer missed the cap on two "
+                  "seeds\nat `env_latency_ms=5`, so its ratio there is not decided)"),
         FAQ: "as\nevery env step is made to wait (`env_latency_ms`), explorers pull ahead"},
-       "bench/results/scaling.json: each Ape-X variant's time / DQN's, latency by latency")
+       "bench/results/scaling.json: each Ape-X variant's time / DQN's and / SB3's, latency by "
+       "latency, where the ratio is decided (measured, or an upper bound)")
 def _(e):
     ladder = _ladder(e)
     latencies = sorted(ladder)
-    series = {n: [_apex(ladder[lat])[n]["seconds_vs_dqn"] for lat in latencies]
+    decided = {"=", "<="}
+    series = {n: [(lat, _apex(ladder[lat])[n]["seconds_vs_dqn"]) for lat in latencies
+                  if _apex(ladder[lat])[n]["seconds_vs_dqn_is"] in decided]
               for n in _apex(ladder[latencies[0]])}
-    falling = all(a > b for s in series.values() for a, b in zip(s, s[1:], strict=False))
-    return holds(falling, f"time / DQN's at {latencies} ms: {series}")
+    falling = all(a[1] > b[1] for s in series.values() for a, b in zip(s, s[1:], strict=False))
+    ahead = all(r["seconds_vs_sb3"] < 1 for lat in latencies if lat > 0
+                for r in _apex(ladder[lat]).values() if r["seconds_vs_sb3_is"] in decided)
+    undecided = sorted((lat, n) for lat in latencies for n, r in _apex(ladder[lat]).items()
+                       if r["seconds_vs_dqn_is"] not in decided)
+    return holds(falling and ahead and undecided == [(5.0, 1)],
+                 f"decided time / DQN's per variant: {series}; every decided ratio to SB3's "
+                 f"above 0 ms below 1: {ahead}; undecided: {undecided}")
 
 
-@claim("scaling-ahead-of-sb3",
-       {RESULTS: "is ahead of SB3's DQN at every latency above zero"},
-       "bench/results/scaling.json: every Ape-X variant's time / SB3's at latencies above 0")
-def _(e):
-    worst = {lat: max(r["seconds_vs_sb3"] for r in _apex(rows).values())
-             for lat, rows in _ladder(e).items() if lat > 0}
-    return holds(max(worst.values()) < 1, f"slowest Ape-X / SB3 per latency: {worst}")
-
-
-@claim("scaling-fastest-explorers-grow-with-latency",
-       {RESULTS: ("the fastest number of explorers grows: one explorer at\n`env_latency_ms=0.5`, "
-                  "two at `2`, four at `5`",
-                  "(in the medians: at each latency the seeds' range\nof the fastest overlaps "
-                  "the runner-up's)"),
-        FAQ: ("in the benchmark's medians it was one explorer at\n`env_latency_ms=0.5`, two at "
-              "`env_latency_ms=2` and four at `env_latency_ms=5`",
-              "(the seeds'\nranges of the fastest and the runner-up overlap)"),
-        "slides/05_apex.md": "the slower the env, the more explorers it takes to fill\nthe waits"},
-       "bench/results/scaling.json: the Ape-X variants by median time per latency, and the "
-       "ranges of the two fastest")
+@claim("scaling-fastest-count-undecided",
+       {RESULTS: ("Which number of explorers is fastest three seeds do\nnot decide: in the medians "
+                  "one at `env_latency_ms=0` and `0.5`, four at `2`, two at `5`, and at\nevery "
+                  "latency the fastest's range overlaps the runner-up's",
+                  "at `env_latency_ms=5` four explorers needed almost twice\nthe env steps of two",
+                  "(at the highest latency four explorers needed almost twice the env steps of "
+                  "two)"),
+        FAQ: ("The benchmark's three seeds do not decide the fastest count: in its\nmedians it "
+              "was one explorer at `env_latency_ms=0.5`, four at `env_latency_ms=2` and two at\n"
+              "`env_latency_ms=5` (the seeds' ranges of the fastest and the runner-up overlap)")},
+       "bench/results/scaling.json: the Ape-X variants by median time per latency, the ranges "
+       "of the two fastest, and the env steps of two and four explorers at 5 ms")
 def _(e):
     best, overlap = {}, {}
     for lat, rows in _ladder(e).items():
@@ -60,45 +63,66 @@ def _(e):
         best[lat] = first[0]
         overlap[lat] = (first[1]["max_seconds"] >= second[1]["min_seconds"]
                         and second[1]["max_seconds"] >= first[1]["min_seconds"])
-    above = {lat: n for lat, n in best.items() if lat > 0}
-    return holds(above == {0.5: 1, 2.0: 2, 5.0: 4} and all(overlap[lat] for lat in above),
+    five = _apex(_ladder(e)[5.0])
+    steps = (five[4]["median_env_steps"], five[2]["median_env_steps"])
+    return holds(best == {0.0: 1, 0.5: 1, 2.0: 4, 5.0: 2} and all(overlap.values())
+                 and 1.6 <= steps[0] / steps[1] < 2,
                  f"fastest number of explorers per latency: {best}; its range overlaps the "
-                 f"runner-up's: {overlap}")
+                 f"runner-up's: {overlap}; env steps at 5 ms, four and two explorers: {steps}")
 
 
-@claim("scaling-eight-explorers-most-cpu",
-       {RESULTS: "(eight explorers\nuse the most CPU seconds of the Ape-X rows at every "
-                 "latency)",
-        FAQ: "(eight explorers use the most\nCPU seconds of the Ape-X rows at every latency)"},
+@claim("scaling-bound-count-grows",
+       {RESULTS: "the bound's best count moves from one explorer to four",
+        FAQ: "the bound's best count moves from one\nexplorer to four",
+        "slides/05_apex.md": ("the\nbound's lowest point moves right as the env slows: the "
+                              "slower the env, the more explorers it\ntakes to fill the waits")},
+       "bench/results/scaling.json: the Ape-X row with the lowest bound, per latency")
+def _(e):
+    lowest = {lat: min(_apex(rows).items(), key=lambda kv: kv[1]["bound_s"])[0]
+              for lat, rows in sorted(_ladder(e).items())}
+    counts = list(lowest.values())
+    return holds(counts == sorted(counts) and counts[0] == 1 and counts[-1] == 4,
+                 f"the count with the lowest bound per latency: {lowest}")
+
+
+@claim("scaling-four-explorers-most-cpu",
+       {RESULTS: "four explorers use the most CPU seconds of the Ape-X rows\nat every latency "
+                 "above zero",
+        FAQ: "four explorers use the most CPU seconds of the Ape-X rows at\nevery latency "
+             "above zero"},
        "bench/results/scaling.json: the median CPU seconds of the Ape-X rows per latency")
 def _(e):
     most = {lat: max(_apex(rows).items(), key=lambda kv: kv[1]["median_cpu_s"])[0]
-            for lat, rows in _ladder(e).items()}
-    return holds(set(most.values()) == {8}, f"most CPU seconds per latency: {most} explorers")
+            for lat, rows in _ladder(e).items() if lat > 0}
+    return holds(set(most.values()) == {4}, f"most CPU seconds per latency: {most} explorers")
 
 
-@claim("scaling-vec-behind-best-apex",
-       {RESULTS: "One process stepping eight envs as one batch (`vec-8`) collects much of\nthe "
-                 "same overlap without Ray, and stays behind the best Ape-X at every latency "
-                 "above zero."},
-       "bench/results/scaling.json: vec-8 against DQN and against the best Ape-X per latency")
+@claim("scaling-vec-level-with-apex",
+       {RESULTS: ("On two cores it is the fastest row at latency 0 and level with the best Ape-X "
+                  "at\n`env_latency_ms=0.5` and `2` (within a tenth of its time); only at `5` is "
+                  "the best Ape-X ahead of\nit"),
+        FAQ: "(on these two cores, as fast as the best Ape-X up to `env_latency_ms=2`)"},
+       "bench/results/scaling.json: vec-8 against every row at 0 ms and the best Ape-X above")
 def _(e):
-    seen, ok = {}, True
-    for lat, rows in _ladder(e).items():
+    ladder, seen, ok = _ladder(e), {}, True
+    zero = ladder[0.0]
+    ok &= min(zero, key=lambda v: zero[v]["median_seconds"]) == "vec-8"
+    for lat, rows in ladder.items():
         if lat > 0:
-            best = min(r["median_seconds"] for r in _apex(rows).values())
-            vec = rows["vec-8"]
-            ok &= vec["median_seconds"] > best and vec["seconds_vs_dqn"] <= 0.6
-            seen[lat] = (vec["seconds_vs_dqn"], round(vec["median_seconds"] / best, 2))
-    return holds(ok, f"vec-8 per latency: (time / DQN's, time / best Ape-X's) {seen}")
+            ratio = rows["vec-8"]["median_seconds"] / min(
+                r["median_seconds"] for r in _apex(rows).values())
+            seen[lat] = round(ratio, 2)
+            ok &= (0.9 <= ratio <= 1.1) if lat < 5 else ratio > 1.1
+    return holds(ok, f"vec-8 fastest at 0 ms: {ok}; vec-8 / best Ape-X per latency {seen}")
 
 
 @claim("scaling-level-at-latency-zero",
-       {RESULTS: "the best Ape-X and\nsingle-process DQN are level within the seeds' wide spread",
-        FAQ: ("with CartPole as it is (latency 0), Ape-X is no faster than one process",
+       {RESULTS: ("the best Ape-X's median is below\nsingle-process DQN's, but DQN's seeds spread "
+                  "over the whole of Ape-X's range, so three seeds\nshow no clear win"),
+        FAQ: ("with CartPole as it is (latency 0), Ape-X shows no clear win over one\nprocess",
               "no slower, and no clear win either",
               "so on CartPole the distributed system about matches one process\nhere"),
-        NB05: "there, at latency 0, Ape-X is no faster than one process",
+        NB05: "there, at latency 0, Ape-X shows no clear win over one process",
         "slides/05_apex.md": "at latency 0 the best Ape-X is level with one\nprocess, within the "
                              "seeds' spread"},
        "bench/results/scaling.json's 0 ms rung: the best Ape-X against DQN, medians and ranges")
@@ -106,37 +130,64 @@ def _(e):
     rows = _ladder(e)[0.0]
     best = min(_apex(rows).values(), key=lambda r: r["median_seconds"])
     dqn = rows["dqn"]
-    overlap = (best["min_seconds"] <= dqn["max_seconds"]
-               and dqn["min_seconds"] <= best["max_seconds"])
-    return holds(0.8 <= best["seconds_vs_dqn"] <= 1.25 and overlap,
+    inside = dqn["min_seconds"] <= best["min_seconds"] and best["max_seconds"] <= dqn["max_seconds"]
+    return holds(best["seconds_vs_dqn"] < 1 and inside,
                  f"best Ape-X ({best['variant']}) {best['seconds_vs_dqn']} of DQN's time; ranges "
                  f"{best['min_seconds']}-{best['max_seconds']} s and "
                  f"{dqn['min_seconds']}-{dqn['max_seconds']} s")
 
 
-@claim("scaling-sb3-fastest-at-zero",
-       {RESULTS: "SB3's DQN, with far fewer env\nsteps to the goal, is fastest in this rung",
-        FAQ: "SB3's DQN is faster than 4 explorers in both benchmarks that run it"},
+@claim("scaling-sb3-between-at-zero",
+       {RESULTS: "SB3's DQN, with about half of DQN's env steps to the goal, sits between them",
+        FAQ: "SB3's DQN is about as fast as 4 explorers in both benchmarks that run it"},
        "scaling.json's 0 ms rung, and sb3.json against apex.json's four explorers")
 def _(e):
     rows = _ladder(e)[0.0]
-    fastest = min(rows, key=lambda v: rows[v]["median_seconds"])
-    fewer = rows["sb3"]["median_env_steps"] <= 0.5 * rows["dqn"]["median_env_steps"]
-    sb3 = e.row(e.bench("sb3")["summary"], task="CartPole-v1")["median_time_s"]
-    four = e.row(e.bench("apex")["summary"], variant="apex-4")["median_seconds"]
-    return holds(fastest == "sb3" and fewer and sb3 < four,
-                 f"fastest at 0 ms: {fastest} ({rows['sb3']['median_env_steps']:,.0f} env steps "
-                 f"against DQN's {rows['dqn']['median_env_steps']:,.0f}); sb3.json {sb3} s "
-                 f"against apex-4's {four} s")
+    best = min(r["median_seconds"] for r in _apex(rows).values())
+    sb3, dqn = rows["sb3"], rows["dqn"]
+    half = 0.4 <= sb3["median_env_steps"] / dqn["median_env_steps"] <= 0.6
+    bench = (e.row(e.bench("sb3")["summary"], task="CartPole-v1")["median_time_s"]
+             / e.row(e.bench("apex")["summary"], variant="apex-4")["median_seconds"])
+    ladder = sb3["median_seconds"] / rows["apex-4"]["median_seconds"]
+    return holds(best < sb3["median_seconds"] < dqn["median_seconds"] and half
+                 and all(0.85 <= r <= 1.15 for r in (bench, ladder)),
+                 f"0 ms: best Ape-X {best} s, SB3 {sb3['median_seconds']} s, DQN "
+                 f"{dqn['median_seconds']} s; SB3's env steps / DQN's "
+                 f"{sb3['median_env_steps'] / dqn['median_env_steps']:.2f}; SB3 / four explorers: "
+                 f"sb3.json {bench:.2f}, ladder {ladder:.2f}")
 
 
 @claim("scaling-above-the-bound",
-       {RESULTS: "All variants stay above Amdahl's bound",
-        FAQ: "though every variant\nstays above the dashed bound"},
-       "bench/results/scaling.json: every row's median time against its bound")
+       {RESULTS: ("Every row whose median was measured stays above Amdahl's bound",
+                  "A floored row counts\nthe latency alone, so it can sit below the bound (DQN at "
+                  "the two highest latencies)"),
+        FAQ: "though\nevery Ape-X row stays above its dotted bound"},
+       "bench/results/scaling.json: every measured row's median time against its bound")
 def _(e):
     rows = [r for r in e.bench("scaling")["summary"] if r["bound_s"] is not None]
-    closest = min(rows, key=lambda r: r["median_seconds"] / r["bound_s"])
-    return holds(closest["median_seconds"] > closest["bound_s"],
-                 f"closest to its bound: {closest['latency_ms']:g} ms {closest['variant']}, "
-                 f"{closest['median_seconds']} s against {closest['bound_s']} s")
+    measured = [r for r in rows if r["median_seconds_exact"]]
+    closest = min(measured, key=lambda r: r["median_seconds"] / r["bound_s"])
+    apex = all(r["median_seconds"] > r["bound_s"] for r in rows
+               if r["variant"].startswith("apex"))
+    below = sorted(r["latency_ms"] for r in rows if r["median_seconds"] <= r["bound_s"])
+    dqn_below = all(r["variant"] == "dqn" and r["not_run"] for r in rows
+                    if r["median_seconds"] <= r["bound_s"])
+    return holds(closest["median_seconds"] > closest["bound_s"] and apex and dqn_below
+                 and below == [2.0, 5.0],
+                 f"closest measured row to its bound: {closest['latency_ms']:g} ms "
+                 f"{closest['variant']}, {closest['median_seconds']} s against "
+                 f"{closest['bound_s']} s; rows at or below their bound at {below} ms, all "
+                 f"floored DQN: {dqn_below}")
+
+
+@claim("scaling-faq-upper-bounds",
+       {FAQ: ("at `env_latency_ms=2`, Ape-X with 4 explorers took at most",
+              "at `env_latency_ms=5`, Ape-X with 2 explorers took at most")},
+       "bench/results/scaling.json: the references' medians in those rows are lower bounds")
+def _(e):
+    ladder = _ladder(e)
+    marks = {(lat, n): (ladder[lat][f"apex-{n}"]["seconds_vs_dqn_is"],
+                        ladder[lat][f"apex-{n}"]["seconds_vs_sb3_is"]) for lat, n in ((2.0, 4),
+                                                                                        (5.0, 2))}
+    return holds(all(m == ("<=", "<=") for m in marks.values()),
+                 f"ratio marks (vs dqn, vs sb3): {marks}")

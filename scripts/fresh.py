@@ -9,7 +9,8 @@ drawn from one of those (`bench/figures/*.png`, `notebooks/figures/*.svg`: the c
 JSON it is drawn from). Its code is:
 
 - a notebook: `course_lib/**.py`, the notebook's own code cells, and each benchmark result
-  it loads (`bench_results.load("NAME")` in a code cell: its outputs print that JSON, so a
+  it loads (`bench_results.load("NAME")` in a code cell, or `load("NAME")` in a course_lib
+  module the cells import, as `ladder.committed_rung` does: its outputs print that JSON, so a
   result re-measured since the notebook ran makes the notebook stale: compared with the
   fingerprint `execute` recorded, `course.data`, or for a notebook run before those, with the
   result at its commit). So `make refresh`, which re-runs the benchmarks before it executes
@@ -93,14 +94,38 @@ def code_cells(text: str) -> list[str]:
             for c in json.loads(text).get("cells", []) if c.get("cell_type") == "code"]
 
 
+#: a library module's own use of one: `load("scaling")` (`course_lib.teaching.ladder`)
+LIBRARY_LOADS = re.compile(r"\bload\(\s*[\"'](\w+)[\"']\)")
+
+
 def results_loaded(text: str, root: Path = ROOT) -> tuple[str, ...]:
-    """The data files a notebook's code cells read: the bench/results/*.json they load, and
-    each JSON of notebooks/figures they name."""
+    """The data files a notebook's code cells read: the bench/results/*.json they load, those
+    that the course_lib modules they import load themselves (notebook 05's capstone prints the
+    committed ladder through `ladder.committed_rung`), and each JSON of notebooks/figures they
+    name."""
     code = "\n".join(code_cells(text))
-    found = {f"bench/results/{name}.json" for name in LOADS_RESULT.findall(code)}
+    names = set(LOADS_RESULT.findall(code))
+    for path in modules_imported(code, root):
+        names |= set(LIBRARY_LOADS.findall((root / path).read_text()))
+    found = {f"bench/results/{name}.json" for name in names
+             if (root / "bench" / "results" / f"{name}.json").is_file()}
     found |= {f"notebooks/figures/{name}" for name in NAMES_DATA.findall(code)
               if (root / "notebooks" / "figures" / name).is_file()}
     return tuple(sorted(found))
+
+
+def modules_imported(code: str, root: Path) -> set[str]:
+    """The course_lib files that notebook code can run: the import closure of each module it
+    imports (IPython's `%` and `!` lines left out)."""
+    lines = [line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return set()
+    names = {name for node in ast.walk(tree) for name in imported(node, "")
+             if name.startswith("course_lib")}
+    return {path for name in names for path in import_closure(name, root) or ()
+            if path.startswith("course_lib/")}
 
 
 def strip_docstrings(tree: ast.AST) -> ast.AST:

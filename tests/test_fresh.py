@@ -252,3 +252,19 @@ def test_notebooks_execute_refuses_uncommitted_code_unless_allowed(repo):
                                            r"them first.*--allow-dirty\)$"):
         notebooks.code_stamp(notebook, root=repo)
     assert notebooks.code_stamp(notebook, allow_dirty=True, root=repo) == head + "-dirty"
+
+
+def test_a_result_a_library_module_loads_for_a_notebook_counts_as_read(repo):
+    # notebook 05's capstone prints the committed ladder through `ladder.committed_rung`, which
+    # loads scaling.json itself: a re-run ladder makes that notebook stale too
+    (repo / "course_lib" / "board.py").write_text(
+        "def rung():\n    from course_lib.teaching.bench_results import load\n"
+        "    return load(\"speed\")\n")
+    (repo / "course_lib" / "uses_board.py").write_text("from course_lib import board\n")
+    cells = [nbformat.v4.new_code_cell("%matplotlib inline\nfrom course_lib import uses_board"),
+             nbformat.v4.new_code_cell("!ls\nimport numpy as np")]
+    text = nbformat.writes(nbformat.v4.new_notebook(cells=cells))
+    assert fresh.results_loaded(text, repo) == ("bench/results/speed.json",)
+    other = nbformat.v4.new_code_cell("from course_lib import lib")
+    assert fresh.results_loaded(nbformat.writes(nbformat.v4.new_notebook(cells=[other])),
+                                repo) == ()

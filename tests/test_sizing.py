@@ -89,30 +89,25 @@ def test_bad_costs_are_refused_in_one_line(bad):
         choose_explorers(StepCosts(0.1, 1.0), replay_ratio=0, batch_size=64, cores=2)
 
 
-def ladder_best_counts() -> dict[float, int]:
-    """The committed ladder's fastest Ape-X count per latency (every seed reached 475)."""
-    from bench.model import ladder_best
-
-    scaling = json.loads((ROOT / "bench" / "results" / "scaling.json").read_text())
-    return {latency: best["count"] for latency, best in ladder_best(scaling).items()}
-
-
-def test_the_model_picks_the_committed_ladders_best_counts_within_one_explorer():
-    """From the ladder's own bare costs (act + env step, update), its replay ratio and batch
-    (the CLI default's), its 4 envs per explorer and its 2 cores."""
+def test_the_model_gives_the_counts_bench_model_recorded_from_the_ladders_costs():
+    """From the committed ladder's own bare costs (act + env step, update), its replay ratio
+    and batch (the CLI default's), its 4 envs per explorer and its 2 cores, the library's
+    choice is the "model, ladder's costs" column bench/model.py recorded. How those counts
+    compare with the ladder's fastest is a reading of measured results, checked by the claim
+    `results-model-count-holds-rate-bound` (bench/RESULTS.md's model section), not here."""
     from course_lib.apex import ApexConfig
 
     r = json.loads((ROOT / "bench" / "results" / "scaling.json").read_text())
+    model = json.loads((ROOT / "bench" / "results" / "model.json").read_text())
     c, cfg = r["costs"], ApexConfig()
     costs = StepCosts(act_ms=c["act_ms"], update_ms=c["update_ms"])
     assert c["updates_per_transition"] == cfg.replay_ratio / cfg.batch_size
-    best = ladder_best_counts()
-    assert best[0.5] == 1 and best[2.0] == 2 and best[5.0] == 4     # the ladder as committed
+    recorded = {row["latency_ms"]: row["model_count_ladder_costs"] for row in model["ladder"]}
     chosen = {latency: choose_explorers(costs.at(latency), cfg.replay_ratio, cfg.batch_size,
                                         r["meta"]["config"]["cores"],
-                                        c["envs_per_explorer"]).count for latency in best}
-    print(f"\nladder best {best}; model {chosen}")
-    assert all(abs(chosen[latency] - best[latency]) <= 1 for latency in best)
+                                        c["envs_per_explorer"]).count for latency in recorded}
+    assert chosen == recorded and len(recorded) == len(r["meta"]["config"]["latencies_ms"])
+    assert list(chosen.values()) == sorted(chosen.values())   # a slower env, more explorers
 
 
 def test_the_start_up_measurement_reads_each_cost_and_the_latency_the_envs_wait():
