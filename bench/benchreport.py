@@ -193,6 +193,13 @@ def section_overhead(r: dict) -> str:
              for e in r["apex"]["explorers"]]
     parts = [table(rows, [("", "what"), ("bare", "bare"), ("distributed", "distributed"),
                           ("distributed/bare", "ratio")])]
+    drift = r.get("diagnostics", {}).get("bare_learner_drift")
+    if drift:
+        parts.append("The learners' bare loops ran before the systems and again after them; "
+                     "their rows above are the mean of the two: " + "; ".join(
+                         f"{algo} {d['before_updates_s']:,.0f} before, {d['after_updates_s']:,.0f}"
+                         f" after (after / before {d['after_over_before']:.2f})"
+                         for algo, d in drift.items()) + ".")
     if "cpu_per_update" in r:
         parts.append(_cpu_per_update(r["cpu_per_update"]))
     d = r.get("diagnostics", {})

@@ -18,7 +18,10 @@ done bare, in one plain process, on the same machine in the same run.
 |                         | update (`single_process_...`)  | /proc over the learner's window   |
 
 Same network, batch size and torch threads (1) on both sides; bare batches are random
-CartPole/Pendulum-shaped transitions (an update's cost does not depend on the numbers).
+CartPole/Pendulum-shaped transitions (an update's cost does not depend on the numbers). The bare
+learner loops run before the systems and again after them: a learner's share is read against
+the mean of the two, and `diagnostics.bare_learner_drift` keeps both, so a share above one, or a
+change between two runs, can be set against how far this machine's speed moved meanwhile.
 
 **What "distributed rate" means.** The run's own counters, read by the driver after every
 iteration (`eval_every_s`): the learner's update count (the learner actor reports it with
@@ -424,6 +427,15 @@ def bench_overhead(quick: bool = False, log=print) -> dict:
                 f"{sac['saturated']:.0%} of iterations)")
         finally:
             ray.shutdown()
+    # -- the bare loops again, after the systems: this machine's speed drifts over minutes,
+    # so a share is read against the mean of the two, and their spread bounds the drift -------
+    after = {kind: bare_learner_rate(kind, times["bare_s"]) for kind in bare}
+    log(f"bare learners again: Ape-X {after['apex']:,.0f} updates/s, SAC "
+        f"{after['sac']:,.0f} updates/s")
+    diagnostics["bare_learner_drift"] = {
+        kind: {"before_updates_s": round(bare[kind], 1), "after_updates_s": round(after[kind], 1),
+               "after_over_before": round(after[kind] / bare[kind], 3)} for kind in bare}
+    bare = {kind: (bare[kind] + after[kind]) / 2 for kind in bare}
     diagnostics |= {"apex_learner": {**apex, "explorers": apex_cfg.num_workers},
                     "apex_learner_explorers_paused": alone, "apex_learner_profile": profile,
                     "sac_learner": {**sac, "workers": sac_cfg.num_workers},

@@ -378,6 +378,21 @@ def test_overhead_diagnostics_are_tabled_not_read_out(tmp_path):
     assert "Reading" not in text and "bottleneck (it had work" not in text
 
 
+def test_overhead_gives_the_bare_loops_before_and_after_the_systems(tmp_path):
+    """The bare learner loops run again after the systems; the report gives both and says the
+    table's bare column is their mean (a learner's share is read against it)."""
+    drift = {"apex": {"before_updates_s": 400.0, "after_updates_s": 440.0,
+                      "after_over_before": 1.1},
+             "sac": {"before_updates_s": 100.0, "after_updates_s": 90.0, "after_over_before": 0.9}}
+    results = {"overhead": {**SB3_RESULTS["overhead"],
+                            "diagnostics": {**DIAGNOSTICS, "bare_learner_drift": drift}}}
+    text = run_all.write_report(results, quick=False, out=tmp_path / "R.md")
+    assert ("their rows above are the mean of the two: apex 400 before, 440 after (after / "
+            "before 1.10); sac 100 before, 90 after (after / before 0.90).") in text
+    plain = run_all.write_report(SB3_RESULTS, quick=False, out=tmp_path / "P.md")
+    assert "before the systems and again after" not in plain      # a result measured before
+
+
 def test_overhead_diagnostics_split_the_learner_time_when_profiled(tmp_path):
     diagnostics = {**DIAGNOSTICS, "bare_learner_beside_explorer_updates_s": 200.0,
                    "apex_learner_profile": {
