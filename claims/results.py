@@ -154,29 +154,42 @@ def _(e):
     return holds(saturated >= 0.99, f"{saturated:.0%} of iterations ended with work waiting")
 
 
-@claim("results-learner-keeps-four-fifths",
-       {RESULTS: ("Inside the system it kept about four-fifths of a bare update loop's\nrate "
-                  "in this run, and with the explorers paused it ran faster than the bare loop "
-                  "measured\nbefore it",
-                  "hardly ever slept for want\nof work",
-                  "most of its samples were in the update itself and a small share in sampling "
-                  "its\nbuffer and publishing weights",
+@claim("results-learner-keeps-half",
+       {RESULTS: ("Inside the system it kept a little over half of a bare update loop's\nrate "
+                  "in this run, and about seven-tenths with the explorers paused; the bare loop, "
+                  "timed before\nand after the systems, moved by only a few percent between the "
+                  "two",
+                  "hardly ever slept for want of work",
+                  "most of its samples were in the\nupdate itself, a smaller share between tasks "
+                  "(Ray handing it the next call) and small shares in\nwriting priorities back "
+                  "and publishing weights",
+                  "the\nlearner-feed run below, on a machine whose bare loop was about four times "
+                  "slower, kept more of\nits bare loop",
                   "predicts the measured rate closely")},
-       "bench/results/overhead.json: the learner's ratios and its profiled diagnostics")
+       "bench/results/overhead.json: the learner's ratios, the bare loops before and after and "
+       "the profiled diagnostics; learner_feed.json's bare loop and default setting")
 def _(e):
-    r = e.bench("overhead")
+    r, feed = e.bench("overhead"), e.bench("learner_feed")
     learner, d = r["apex"]["learner"], r["diagnostics"]
     paused = d["apex_learner_explorers_paused"]["updates_s"] / learner["bare_updates_s"]
+    drift = d["bare_learner_drift"]["apex"]["after_over_before"]
     prof = d["apex_learner_profile"]
     sched, spy, one = prof["scheduler"], prof["py_spy"], prof["one_update_ms"]
-    ray_share = sum(v for k, v in spy.items() if "sampl" in k or "Ray" in k or "publish" in k)
+    between = spy["between tasks (idle)"]
+    small = spy["priorities written back"], spy["publishing weights"]
     predicted = sched["on_a_core"] * spy["update (torch)"] / one["cpu"] * 1e3
-    ok = (0.72 <= learner["ratio"] <= 0.9 and paused > 1.0
-          and sched["sleeping"] < 0.05 and spy["update (torch)"] > 0.5 and ray_share < 0.2
+    slower = learner["bare_updates_s"] / feed["bare_updates_s"]
+    feed_default = e.row(feed["summary"], setting="default")["ratio"]
+    ok = (0.5 <= learner["ratio"] <= 0.65 and 0.65 <= paused <= 0.78 and abs(drift - 1) <= 0.05
+          and sched["sleeping"] < 0.05 and spy["update (torch)"] > 0.5
+          and max(small) < between < spy["update (torch)"] and max(small) < 0.1
+          and 3 <= slower <= 5 and feed_default > learner["ratio"]
           and abs(predicted / prof["updates_s"] - 1) <= 0.15)
-    return holds(ok, f"keeps {learner['ratio']:.2f}, paused {paused:.2f}; asleep "
-                     f"{sched['sleeping']:.0%}; update {spy['update (torch)']:.0%}, sampling and "
-                     f"publishing {ray_share:.0%}; predicted {predicted:.0f} against "
+    return holds(ok, f"keeps {learner['ratio']:.2f}, paused {paused:.2f}; bare after / before "
+                     f"{drift:.3f}; asleep {sched['sleeping']:.0%}; update "
+                     f"{spy['update (torch)']:.0%}, between tasks {between:.0%}, priorities and "
+                     f"publishing {small}; bare here / learner_feed's {slower:.1f}, its default "
+                     f"kept {feed_default:.2f}; predicted {predicted:.0f} against "
                      f"{prof['updates_s']:.0f} updates/s")
 
 
