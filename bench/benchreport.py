@@ -289,9 +289,10 @@ def section_soak(r: dict) -> str:
     return table([{"what": w, "value": x} for w, x in rows], [("", "what"), ("", "value")])
 
 
-def _section_of(name: str):
-    """The `section` of bench/<name>.py, imported when it is drawn (those modules import Ray)."""
-    return lambda r: importlib.import_module(f"bench.{name}").section(r)
+def _section(section) -> str:
+    """A section function, or the name of the module whose `section` draws it, imported only
+    then (those modules import Ray): a table of names imports nothing on its own."""
+    return section if callable(section) else importlib.import_module(section).section
 
 
 SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
@@ -302,18 +303,18 @@ SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
             "overhead": ("The cost of going distributed: each role against a bare loop",
                          section_overhead),
             "learner_feed": ("Feeding the Ape-X learner: settings that could, measured",
-                             _section_of("learner_feed")),
+                             "bench.learner_feed"),
             "soak": ("Held under load: 8 explorers on 2 cores", section_soak),
             "ray_overhead": ("What Ray costs: calls and transfers against plain Python",
                              section_ray_overhead),
             "rllib": ("course_lib against RLlib, same machine, same run", section_rllib),
             "scaling": ("Where distribution pays: the env-latency ladder",
-                        _section_of("scaling_summary")),
-            "matched": ("Pendulum against SB3 with the networks matched", _section_of("matched")),
-            "model": ("The scaling model, against the ladder and on paper", _section_of("model")),
+                        "bench.scaling_summary"),
+            "matched": ("Pendulum against SB3 with the networks matched", "bench.matched"),
+            "model": ("The scaling model, against the ladder and on paper", "bench.model"),
             "stop_rule": ("Can repeated looks fool \"reached\"? The stop rule, simulated",
-                          _section_of("stop_rule")),
-            "chaos": ("Faults survived: actors killed, goals reached", _section_of("chaos"))}
+                          "bench.stop_rule"),
+            "chaos": ("Faults survived: actors killed, goals reached", "bench.chaos")}
 
 
 def _meta_note(meta: dict) -> str:
@@ -373,7 +374,7 @@ def blocks(results: dict[str, dict], quick: bool,
             lines.append(f"Failed:\n\n```\n{r['error']}\n```")
         else:
             try:
-                lines.append(section(r))
+                lines.append(_section(section)(r))
             except (KeyError, TypeError) as err:
                 lines.append(f"(unexpected JSON layout: {type(err).__name__} {err})")
             lines.append(_meta_note(r.get("meta", {})))

@@ -52,8 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 if __package__:          # `python -m scripts.fresh`, or imported (the tests)
+    from scripts.imports import code_slice, import_closure, import_slices, imported
     from scripts.provenance import CODE, DIRTY, ROOT, fingerprint, git
 else:                    # `python scripts/fresh.py`: Python puts this folder first on sys.path
+    from imports import code_slice, import_closure, import_slices, imported
     from provenance import CODE, DIRTY, ROOT, fingerprint, git
 
 NOTEBOOK_CODE = ("course_lib",)
@@ -71,6 +73,7 @@ class Output:
     recorded: str = ""             # what it records instead of a commit, if anything
     data: tuple[str, ...] = ()     # files it reads, compared whole (a notebook's bench results)
     only: frozenset[str] | None = None   # of `code`, only these files count (None: all)
+    slices: dict | None = None     # of `only`, the names whose code counts (None: whole files)
     seen: dict[str, str | None] | None = None   # fingerprints of `data` when it ran, if recorded
     uncommitted: tuple[str, ...] | None = None   # files uncommitted when it ran (None: unknown)
 
@@ -140,11 +143,12 @@ def strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def normalized_python(text: str) -> str:
+def normalized_python(text: str, names: frozenset[str] | None = None) -> str:
     """What of a Python source counts as code: its AST without docstrings (comments and layout
-    are not in an AST); the text itself when it does not parse."""
+    are not in an AST), of the whole file or of what importing `names` from it can run
+    (`imports.code_slice`); the text itself when it does not parse."""
     try:
-        return ast.dump(strip_docstrings(ast.parse(text)))
+        return ast.dump(strip_docstrings(code_slice(ast.parse(text), names)))
     except SyntaxError:
         return text
 
@@ -156,82 +160,9 @@ def normalized_notebook(text: str) -> str:
     return "\n".join(normalized_python(s) for s in code)
 
 
-def normalized(path: str, text: str) -> str:
-    return normalized_notebook(text) if path.endswith(".ipynb") else normalized_python(text)
-
-
-def module_paths(root: Path) -> dict[str, str]:
-    """{dotted module name: path} of every .py file under `CODE` in the working tree."""
-    found = {}
-    for folder in CODE:
-        for file in (root / folder).rglob("*.py"):
-            if "__pycache__" not in file.parts:
-                parts = file.relative_to(root).with_suffix("").parts
-                found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = \
-                    str(file.relative_to(root))
-    return found
-
-
-def imported(node: ast.AST, package: str) -> set[str]:
-    """The dotted names an import statement may load (`from a import b`: a and a.b), a
-    relative import resolved against `package` (the package the importing file is in); empty
-    for any other node. The one import resolver of the repository (tests/test_structure.py
-    uses it too)."""
-    if isinstance(node, ast.Import):
-        return {alias.name for alias in node.names}
-    if not isinstance(node, ast.ImportFrom):
-        return set()
-    base = node.module or ""
-    if node.level:
-        head = package.split(".")[:len(package.split(".")) - node.level + 1]
-        base = ".".join(head + ([base] if base else []))
-    return {base} | {f"{base}.{alias.name}" for alias in node.names}
-
-
-def names_imported(path: str, module: str, modules: dict[str, str], root: Path) -> set[str]:
-    """The modules of `modules` that the file `path` (module `module`) names: in an import
-    (relative ones resolved), as a whole string, or as an f-string's literal start. A package's
-    name as a string is also `python -m package` (its `__main__`) in the code that starts
-    processes (bench, scripts), not in the library: course_lib writes command lines for people
-    to type (`runs.resume_hint`'s "python -m course_lib train ..."), it never runs them, and
-    counting them would put the whole command line in every trainer's closure."""
-    tree = ast.parse((root / path).read_text())
-    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
-    runs_processes = not path.startswith("course_lib/")
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            names |= imported(node, package)
-        elif isinstance(node, ast.Constant) and node.value in modules:
-            names.add(node.value)
-            if runs_processes:
-                names.add(f"{node.value}.__main__")               # `python -m package`
-        elif (isinstance(node, ast.JoinedStr) and node.values
-              and isinstance(node.values[0], ast.Constant)
-              and str(node.values[0].value).startswith(CODE)):
-            names |= {name for name in modules if name.startswith(node.values[0].value)}
-    return names
-
-
-def import_closure(module: str, root: Path = ROOT) -> frozenset[str] | None:
-    """The .py paths that running `module` can execute: it, every module it imports through
-    `CODE`'s packages, and each one's parent packages (their `__init__` runs first). None
-    when `module` is not there."""
-    modules = module_paths(root)
-    if module not in modules:
-        return None
-    seen, todo = set(), [module]
-    while todo:
-        name = todo.pop()
-        while name and name not in modules:       # `from pkg import function`: pkg itself
-            name = name.rpartition(".")[0]
-        if not name or name in seen:
-            continue
-        seen.add(name)
-        parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-        todo += names_imported(modules[name], name, modules, root)
-    return frozenset(modules[name] for name in seen)
+def normalized(path: str, text: str, names: frozenset[str] | None = None) -> str:
+    return (normalized_notebook(text) if path.endswith(".ipynb")
+            else normalized_python(text, names))
 
 
 def files_at(commit: str, folders, root: Path) -> dict[str, str]:
@@ -282,7 +213,9 @@ class Repository:
         changed = []
         for path in candidates:
             old, new = self.text(output.commit, path), self.text(None, path)
-            if old is None or new is None or normalized(path, old) != normalized(path, new):
+            names = (output.slices or {}).get(path)
+            if (old is None or new is None
+                    or normalized(path, old, names) != normalized(path, new, names)):
                 changed.append(path)
         if output.seen is not None:        # what the output read, against the data now
             changed += [path for path in output.data
@@ -315,7 +248,7 @@ def outputs(root: Path = ROOT) -> list[Output]:
         meta = json.loads((root / path).read_text()).get("meta", {})
         results[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE,
                                           recorded=str(meta.get("commit") or ""),
-                                          only=import_closure(f"bench.{Path(path).stem}", root),
+                                          **_closure(f"bench.{Path(path).stem}", root),
                                           uncommitted=uncommitted_of(meta))
     plots = frozenset({"bench/plots.py"})
     found += results.values()
@@ -326,12 +259,18 @@ def outputs(root: Path = ROOT) -> list[Output]:
         meta = json.loads((root / path).read_text()).get("meta", {})
         data[Path(path).stem] = Output(path, recorded_commit(meta.get("commit")), RESULT_CODE,
                                        recorded=str(meta.get("commit") or ""),
-                                       only=import_closure(producer(meta), root),
+                                       **_closure(producer(meta), root),
                                        uncommitted=uncommitted_of(meta))
     found += data.values()
     found += drawn(tracked, "notebooks/figures/", (".png", ".svg"), data, frozenset(),
                    alone=False)
     return found
+
+
+def _closure(module: str, root: Path) -> dict:
+    """An output's `only` and `slices` from the import closure of the module that made it."""
+    slices = import_slices(module, root)
+    return {"only": None if slices is None else frozenset(slices), "slices": slices}
 
 
 def uncommitted_of(meta: dict) -> tuple[str, ...] | None:
@@ -367,6 +306,7 @@ def drawn(tracked, folder: str, suffixes, sources: dict[str, Output], extra: fro
                             recorded=f"{sources[source].path}: {sources[source].recorded}"
                             if source else "no result it is drawn from",
                             only=None if only is None else only | extra,
+                            slices=sources[source].slices if source else None,
                             uncommitted=sources[source].uncommitted if source else None))
     return found
 
@@ -384,7 +324,7 @@ def check(root: Path = ROOT) -> list[tuple[str, str, str]]:
         try:
             changed = repo.changed(Output(output.path, commit, output.code, output.own,
                                           data=output.data, only=output.only,
-                                          seen=output.seen))
+                                          slices=output.slices, seen=output.seen))
         except RuntimeError:
             rows.append(("stale", output.path, f"{commit[:10]} is not in this repository"))
             continue
