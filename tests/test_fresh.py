@@ -268,3 +268,50 @@ def test_a_result_a_library_module_loads_for_a_notebook_counts_as_read(repo):
     other = nbformat.v4.new_code_cell("from course_lib import lib")
     assert fresh.results_loaded(nbformat.writes(nbformat.v4.new_notebook(cells=[other])),
                                 repo) == ()
+
+
+SHARED = ('"""Helpers two benchmarks share."""\nimport json\n\nRATE = 2\nTABLE = {"a": 1}\n\n\n'
+          'def helper(x):\n    return RATE * x\n\n\ndef used(x):\n    return helper(x)\n\n\n'
+          'def entry():\n    return json.dumps(TABLE)\n\n\n'
+          'if __name__ == "__main__":\n    print(entry())\n')
+
+
+def test_a_change_to_code_a_benchmark_never_runs_leaves_its_result_fresh(repo):
+    """bench/speed.py imports one function of a shared module; another entry point in that
+    module, and the table only it reads, change: the result stays fresh. A constant the
+    imported function reaches changes: it is stale."""
+    (repo / "bench" / "shared.py").write_text(SHARED)
+    (repo / "bench" / "speed.py").write_text("from bench.shared import used\nprint(used(1))\n")
+    (repo / "bench" / "results" / "speed.json").write_text(
+        json.dumps({"meta": {"commit": _commit(repo, "a shared module")}}))
+    _commit(repo, "speed re-measured")
+    assert _status(repo)["bench/results/speed.json"] == "fresh"
+    (repo / "bench" / "shared.py").write_text(
+        SHARED.replace('{"a": 1}', '{"a": 2}').replace("dumps(TABLE)", "dumps(TABLE, indent=1)"))
+    assert _status(repo)["bench/results/speed.json"] == "fresh"
+    (repo / "bench" / "shared.py").write_text(SHARED.replace("RATE = 2", "RATE = 3"))
+    assert _status(repo)["bench/results/speed.json"] == "stale"
+
+
+def test_a_slice_keeps_what_runs_on_import_and_what_the_names_reach():
+    import ast
+
+    from scripts.imports import code_slice
+    tree = ast.parse("import os\nA = 1\nB = os.getcwd()\nC = {'f': f}\n\n\n@register\n"
+                     "def d():\n    pass\n\n\ndef f():\n    return g()\n\n\ndef g():\n"
+                     "    return A\n\n\ndef h():\n    pass\n\n\nif __name__ == '__main__':\n"
+                     "    h()\n")
+    kept = [ast.unparse(n).splitlines()[0] for n in code_slice(tree, frozenset({"f"})).body]
+    assert kept == ["import os", "A = 1", "B = os.getcwd()", "@register", "def f():",
+                    "def g():"]
+    assert code_slice(tree, None) is tree
+
+
+def test_a_folder_named_in_a_path_is_not_a_module_it_runs(repo):
+    files = {"course_lib/__main__.py": "from course_lib.exercise import check\n",
+             "bench/paths.py": "from pathlib import Path\nOUT = Path('.') / 'course_lib' / 'x'\n",
+             "bench/runs.py": "import subprocess\nsubprocess.run(['python', '-m', 'course_lib'])\n"}
+    for path, text in files.items():
+        (repo / path).write_text(text)
+    assert "course_lib/__main__.py" not in fresh.import_closure("bench.paths", repo)
+    assert "course_lib/__main__.py" in fresh.import_closure("bench.runs", repo)
