@@ -15,27 +15,24 @@ JSON it is drawn from). Its code is:
   fingerprint `execute` recorded, `course.data`, or for a notebook run before those, with the
   result at its commit). So `make refresh`, which re-runs the benchmarks before it executes
   the notebooks, leaves every output fresh before anything is committed;
-- a result: the `.py` files of `course_lib/` and `bench/` that its benchmark `bench/NAME.py`
-  (for data in notebooks/figures, the module its `meta.command` ran) imports, directly or
-  through others (`import_closure`), so that a change the benchmark
-  cannot run (a notebook exercise's checker, say) leaves its result fresh; a result with no
-  such module: all of `course_lib/**.py` and `bench/**.py`;
+- a result: the code of `course_lib/` and `bench/` that its benchmark `bench/NAME.py` (for
+  data in notebooks/figures, the module its `meta.command` ran) can run, directly or through
+  others: whole files, or of a module it reaches only by `from m import a, b`, what importing
+  those names runs (`scripts/imports.py`, `import_slices`), so that a change the benchmark
+  cannot run (a notebook exercise's checker, another benchmark's entry point) leaves its result
+  fresh; a result with no such module: all of `course_lib/**.py` and `bench/**.py`;
 - a figure: its result's code and `bench/plots.py`, which draws it from the result (the one
   module `plots.py` imports, `bench/scaling_summary.py`, is the scaling result's own).
 
-The import closure is read from the code as it is now, and counts a module when a file names
-it in an `import`, in a string (`importlib.import_module("course_lib.apex")`, `python -m
-course_lib`: a package's `__main__` too, where bench or scripts start it; the library only writes
-such command lines out for people) or as the literal start of an f-string (every module that
-starts so). A module that stopped importing another has itself changed, so reading the
-closure of now, not of the recorded commit, misses nothing.
+What counts as an import (strings, f-strings, `python -m`) is `scripts/imports.py`'s to say.
 
 The code is compared at the recorded commit and in the working tree with comments and
-docstrings ignored (`ast.dump` of each file with its docstrings stripped; a notebook's code
-cells one by one, IPython's `%` and `!` lines left out), so rewording a docstring does not make
-an output stale and changing a statement does. An output that records no commit is listed as
-"no provenance"; one that ran on uncommitted code (`<commit>-dirty`) as stale when a file it
-recorded as uncommitted (`meta.uncommitted`) is one it depends on, or when it recorded none.
+docstrings ignored (`ast.dump` of each file, or of its slice, with its docstrings stripped; a
+notebook's code cells one by one, IPython's `%` and `!` lines left out), so rewording a
+docstring does not make an output stale and changing a statement does. An output that records
+no commit is listed as "no provenance"; one that ran on uncommitted code (`<commit>-dirty`) as
+stale when a file it recorded as uncommitted (`meta.uncommitted`) is one it depends on, or when
+it recorded none.
 
 Exit status 1 when an output is stale or has no provenance, 0 when every output is fresh;
 `--report` always exits 0 (CI prints the list without failing).

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.fresh import imported
+from scripts.imports import imported
 
 ROOT = Path(__file__).resolve().parents[1] / "course_lib"
 TEACHING, VIZ = "course_lib.teaching", "course_lib.viz"
