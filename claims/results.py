@@ -30,25 +30,26 @@ def _(e):
 
 @claim("results-apex-two-explorers-every-seed",
        {RESULTS: ("Every variant reached the goal on every seed.",
-                  "Two and four explorers were faster than\nsingle-process DQN in the median and "
-                  "needed fewer env steps in the median, but not on every seed")},
+                  "Two explorers were faster than\nsingle-process DQN in the median and needed "
+                  "fewer env steps in the median, but not on every seed",
+                  "DQN's luckiest seed reached the goal before any Ape-X run")},
        "bench/results/apex.json: every run, seed by seed")
 def _(e):
     r, rows = e.bench("apex"), {x["variant"]: x for x in e.bench("apex")["summary"]}
-    dqn = _runs(r, variant="dqn")
-    verdicts = {}
-    for variant in ("apex-2", "apex-4"):
-        runs = _runs(r, variant=variant)
-        verdicts[variant] = (
-            rows[variant]["median_seconds"] < rows["dqn"]["median_seconds"]
-            and rows[variant]["median_env_steps"] < rows["dqn"]["median_env_steps"]
-            and not all(runs[s]["seconds"] < dqn[s]["seconds"] for s in dqn))
-    return holds(all(x["reached"] for x in r["runs"]) and all(verdicts.values()),
-                 f"faster and fewer env steps in the median, not on every seed: {verdicts}")
+    dqn, two = _runs(r, variant="dqn"), _runs(r, variant="apex-2")
+    two_ahead = (rows["apex-2"]["median_seconds"] < rows["dqn"]["median_seconds"]
+                 and rows["apex-2"]["median_env_steps"] < rows["dqn"]["median_env_steps"]
+                 and not all(two[s]["seconds"] < dqn[s]["seconds"] for s in dqn))
+    apex_first = min(x["seconds"] for x in r["runs"] if x["variant"] != "dqn")
+    luckiest = min(x["seconds"] for x in dqn.values())
+    return holds(all(x["reached"] for x in r["runs"]) and two_ahead and luckiest < apex_first,
+                 f"two explorers faster and fewer env steps in the median, not on every seed: "
+                 f"{two_ahead}; DQN's fastest seed {luckiest} s, Ape-X's {apex_first} s")
 
 
 @claim("results-apex-four-explorers-within-spread",
        {RESULTS: ("Four (the CLI default) were no faster\nthan two",
+                  "took about DQN's time in the median on fewer env steps",
                   "has four explorers level with DQN",
                   "going from two explorers to four does not help"),
         FAQ: "single-process DQN reaches 475 in a time close to Ape-X\nwith 4 explorers"},
@@ -59,6 +60,8 @@ def _(e):
     lost_a_seed = any(four[s]["seconds"] > dqn[s]["seconds"] for s in dqn)
     ladder = e.row(e.bench("scaling")["summary"], latency_ms=0, variant="apex-4")
     ok = (lost_a_seed and 0.75 <= ladder["seconds_vs_dqn"] <= 1.33
+          and 0.8 <= rows["apex-4"]["seconds_vs_dqn"] <= 1.25
+          and rows["apex-4"]["median_env_steps"] < rows["dqn"]["median_env_steps"]
           and rows["apex-4"]["median_seconds"] >= rows["apex-2"]["median_seconds"])
     return holds(ok, f"apex-4 / dqn: {rows['apex-4']['seconds_vs_dqn']} in time, slower on some "
                      f"seed: {lost_a_seed}; latency-0 rung {ladder['seconds_vs_dqn']}; apex-2 "
@@ -155,7 +158,7 @@ def _(e):
 
 
 @claim("results-learner-keeps-half",
-       {RESULTS: ("Inside the system it kept a little over half of a bare update loop's\nrate "
+       {RESULTS: ("Inside the system it kept about three-fifths of a bare update loop's\nrate "
                   "in this run, and about seven-tenths with the explorers paused; the bare loop, "
                   "timed before\nand after the systems, moved by only a few percent between the "
                   "two",
@@ -163,8 +166,11 @@ def _(e):
                   "most of its samples were in the\nupdate itself, a smaller share between tasks "
                   "(Ray handing it the next call) and small shares in\nwriting priorities back "
                   "and publishing weights",
-                  "the\nlearner-feed run below, on a machine whose bare loop was about four times "
-                  "slower, kept more of\nits bare loop",
+                  "The learner-feed run below, on the same\nmachine in the same refresh, timed "
+                  "its own bare loop within a few percent of this one and found\nabout the same "
+                  "share",
+                  "Its run before (committed in a0fe2c1), on a machine whose bare loop was\nabout "
+                  "four times slower, kept more of its bare loop",
                   "predicts the measured rate closely")},
        "bench/results/overhead.json: the learner's ratios, the bare loops before and after and "
        "the profiled diagnostics; learner_feed.json's bare loop and default setting")
@@ -178,18 +184,23 @@ def _(e):
     between = spy["between tasks (idle)"]
     small = spy["priorities written back"], spy["publishing weights"]
     predicted = sched["on_a_core"] * spy["update (torch)"] / one["cpu"] * 1e3
-    slower = learner["bare_updates_s"] / feed["bare_updates_s"]
+    same = learner["bare_updates_s"] / feed["bare_updates_s"]
     feed_default = e.row(feed["summary"], setting="default")["ratio"]
-    ok = (0.5 <= learner["ratio"] <= 0.65 and 0.65 <= paused <= 0.78 and abs(drift - 1) <= 0.05
+    before = LEARNER_FEED_BEFORE
+    slower = learner["bare_updates_s"] / before["bare"]
+    ok = (0.55 <= learner["ratio"] <= 0.67 and 0.65 <= paused <= 0.78 and abs(drift - 1) <= 0.05
           and sched["sleeping"] < 0.05 and spy["update (torch)"] > 0.5
           and max(small) < between < spy["update (torch)"] and max(small) < 0.1
-          and 3 <= slower <= 5 and feed_default > learner["ratio"]
+          and abs(same - 1) <= 0.05 and abs(feed_default - learner["ratio"]) <= 0.05
+          and 3 <= slower <= 5 and before["default"] / before["bare"] > feed_default
           and abs(predicted / prof["updates_s"] - 1) <= 0.15)
     return holds(ok, f"keeps {learner['ratio']:.2f}, paused {paused:.2f}; bare after / before "
                      f"{drift:.3f}; asleep {sched['sleeping']:.0%}; update "
                      f"{spy['update (torch)']:.0%}, between tasks {between:.0%}, priorities and "
-                     f"publishing {small}; bare here / learner_feed's {slower:.1f}, its default "
-                     f"kept {feed_default:.2f}; predicted {predicted:.0f} against "
+                     f"publishing {small}; bare here / learner_feed's {same:.2f}, its default "
+                     f"kept {feed_default:.2f}; bare here / the run before's {slower:.1f}, which "
+                     f"kept {before['default'] / before['bare']:.2f}; predicted {predicted:.0f} "
+                     f"against "
                      f"{prof['updates_s']:.0f} updates/s")
 
 
@@ -223,32 +234,34 @@ def _(e):
 @claim("results-system-cpu-within-target",
        {RESULTS: ("The\nwhole system's CPU per update stays within its target against one "
                   "process doing the same work.",
-                  "The whole system's CPU per update stays within its\ntarget in every setting;",
-                  "here it came out below one process's")},
+                  "The whole system's CPU\nper update stays within its target in every setting.")},
        "overhead.json's CPU per update against one process, and learner_feed.json's per setting")
 def _(e):
     system = e.bench("overhead")["cpu_per_update"]["ratio"]
     feed = {row["setting"]: row["cpu_vs_one_process"]
             for row in e.bench("learner_feed")["summary"]}
-    return holds(max(system, *feed.values()) <= 1.5 and max(feed.values()) < 1.0,
+    return holds(max(system, *feed.values()) <= 1.5,
                  f"system / one process {system:.2f}; per setting {feed}")
 
 
-# The learner_feed run before this machine's (Intel Xeon, code d394a6b), as committed in
-# 7b46d8b: its default setting's and its bare loop's updates/s. The claim below compares the
-# two machines; tests/test_claims.py checks these figures against that commit's file.
-LEARNER_FEED_BEFORE = {"committed_in": "7b46d8b", "default": 473.3, "bare": 735.8}
+# The learner_feed run before this one (a slower AMD EPYC, code faa275b), as committed in
+# a0fe2c1: its default setting's and its bare loop's updates/s. The claims compare the two
+# machines; tests/test_claims.py checks these figures against that commit's file.
+LEARNER_FEED_BEFORE = {"committed_in": "a0fe2c1", "default": 324.6, "bare": 385.1,
+                       "widest_spread": 0.52}    # of one setting's runs, as a share of bare
 
 
 @claim("results-learner-feed-short-of-target",
-       {RESULTS: ("This run cannot rank the settings, nor say that the target is met: the runs "
-                  "of one\nsetting differ by up to half the bare rate",
-                  "some runs came out faster than the bare loop",
-                  "Every setting's median is at or above the 0.8 target here",
-                  "The learner inside the\nsystem lost less of its rate between the two machines "
-                  "than the bare loop did",
+       {RESULTS: ("No setting reaches the 0.8 target on this machine: every setting's median "
+                  "keeps\nabout two-thirds of the bare loop, and pinning the learner or publishing "
+                  "less moves it by\nhundredths",
+                  "The runs of one setting stay within a few hundredths of each other",
+                  "none came out faster than the bare loop",
+                  "had every setting's median at or above the target, with the runs of one\n"
+                  "setting differing by up to half the bare rate",
                   "the same learner comes much closer to its reference")},
-       "bench/results/learner_feed.json's settings and runs, and overhead.json's learner rows")
+       "bench/results/learner_feed.json's settings and runs, the run before it (committed in "
+       "a0fe2c1, tests/test_claims.py), and overhead.json's learner rows")
 def _(e):
     feed = e.bench("learner_feed")
     rows = {r["setting"]: r["ratio"] for r in feed["summary"]}
@@ -258,18 +271,18 @@ def _(e):
     spread = max(max(v) - min(v) for v in per_setting.values())
     medians = max(rows.values()) - min(rows.values())
     fastest = max(max(v) for v in per_setting.values())
-    default = next(r for r in feed["summary"] if r["setting"] == "default")["updates_s"]
-    before, bare_before = LEARNER_FEED_BEFORE["default"], LEARNER_FEED_BEFORE["bare"]
+    before = LEARNER_FEED_BEFORE
     learner = e.bench("overhead")["apex"]
     local = learner["learner_vs_local_replay"]["ratio"]
-    ok = (0.4 <= spread < 0.6 and spread > medians and fastest > 1.0
-          and min(rows.values()) >= 0.8
-          and default / before > feed["bare_updates_s"] / bare_before
+    ok = (max(rows.values()) < 0.8 and 0.55 <= min(rows.values()) and medians < 0.1
+          and spread < 0.1 and fastest < 1.0 and before["default"] / before["bare"] >= 0.8
+          and 0.4 <= before["widest_spread"] <= 0.6
           and local >= learner["learner"]["ratio"] + 0.15)
     return holds(ok, f"learner / bare per setting {rows}; widest spread of one setting's runs "
-                     f"{spread:.2f}, fastest run {fastest:.2f}; default {default:.0f} updates/s "
-                     f"here, {before} before; against one process sampling its own buffer "
-                     f"{local:.2f}")
+                     f"{spread:.2f}, fastest run {fastest:.2f}; the run before's default kept "
+                     f"{before['default'] / before['bare']:.2f}, its widest spread "
+                     f"{before['widest_spread']}; against one process sampling "
+                     f"its own buffer {local:.2f}")
 
 
 @claim("results-soak-held",
@@ -303,15 +316,24 @@ def _(e):
                      f"{weights}x a local copy")
 
 
+# The rllib run before this one, as committed in 51fb5a8: whether RLlib's DQN reached CartPole's
+# goal, and its env steps against our Ape-X's (tests/test_claims.py checks these against that
+# commit's file).
+RLLIB_BEFORE = {"committed_in": "51fb5a8", "rllib_reached": "0/1", "steps_vs_ours": 0.89}
+
+
 @claim("results-rllib-ours-reached-rllib-not",
-       {RESULTS: ("On CartPole our Ape-X reached the goal; RLlib's DQN did not within\nits time "
-                  "budget. By then it had played about as many env steps as our Ape-X needed, at "
-                  "under a\ntenth of its env steps per second, so the time ratio is an upper "
-                  "bound.",
-                  "Our parallel SAC reached Pendulum's\ngoal; RLlib SAC did not within its time "
-                  "budget, at a few env steps a second, so that ratio is an\nupper bound too.",
+       {RESULTS: ("On CartPole both reached the goal: RLlib's DQN took longer than our\nApe-X, "
+                  "on far fewer env steps, at under a tenth of its env steps per second.",
+                  "The run before this\none (committed in 51fb5a8) had RLlib's DQN miss the goal "
+                  "within its time budget, after about as\nmany env steps as our Ape-X needed",
+                  "RLlib SAC did not within its time\nbudget, at a twentieth of our SAC's env "
+                  "steps per second or less, so that ratio is an upper\nbound.",
+                  "Its evaluations sat above the goal through most of the second half of its "
+                  "budget",
                   "it was lower by the end")},
-       "bench/results/rllib.json: its summary, its runs and its load before and after")
+       "bench/results/rllib.json: its summary, its runs, RLlib SAC's curve and its load "
+       "before and after")
 def _(e):
     r = e.bench("rllib")
     cart, pend = (e.row(r["summary"], task=t) for t in ("CartPole-v1", "Pendulum-v1"))
@@ -320,16 +342,25 @@ def _(e):
     steps = theirs["env_steps"] / ours["env_steps"]
     speed = (theirs["env_steps"] / theirs["time_s"]) / (ours["env_steps"] / ours["time_s"])
     slow = runs["Pendulum-v1", "rllib"]
-    pend_steps_s = slow["env_steps"] / slow["time_s"]
+    sac = runs["Pendulum-v1", "ours"]
+    pend_speed = (slow["env_steps"] / slow["time_s"]) / (sac["env_steps"] / sac["time_s"])
+    before = RLLIB_BEFORE
+    late = [row for row in slow["curve"] if row[0] > slow["curve"][-1][0] / 2]
+    above = sum(row[2] >= pend["goal"] for row in late) / len(late)
     load = r["meta"]["load_before"][0], r["meta"]["load_after"][0]
-    ok = (cart["ours_all_reached"] and not cart["rllib_all_reached"]
-          and cart["ratio_is_upper_bound"] and 0.75 <= steps <= 1.33 and speed < 0.1
+    ok = (cart["ours_all_reached"] and cart["rllib_all_reached"]
+          and theirs["time_s"] > ours["time_s"] and steps < 0.5 and speed < 0.1
           and pend["ours_all_reached"] and not pend["rllib_all_reached"]
-          and pend["ratio_is_upper_bound"] and pend_steps_s < 10 and load[1] < load[0])
-    return holds(ok, f"CartPole RLlib reached {cart['rllib_reached']}, its env steps {steps:.2f}x "
-                     f"ours, its env steps/s {speed:.2f} of ours; Pendulum RLlib reached "
-                     f"{pend['rllib_reached']}, {pend_steps_s:.1f} env steps/s; load {load[0]} "
-                     f"before, {load[1]} after")
+          and pend["ratio_is_upper_bound"] and pend_speed <= 0.05 and above > 0.5
+          and before["rllib_reached"] == "0/1" and 0.75 <= before["steps_vs_ours"] <= 1.33
+          and load[1] < load[0])
+    return holds(ok, f"CartPole RLlib reached {cart['rllib_reached']} in {theirs['time_s']} s "
+                     f"against ours {ours['time_s']} s, its env steps {steps:.2f}x ours, its env "
+                     f"steps/s {speed:.2f} of ours; Pendulum RLlib reached "
+                     f"{pend['rllib_reached']}, {pend_speed:.3f} of our SAC's env steps/s, "
+                     f"{above:.0%} of its second half's evaluations at the goal; load {load[0]} "
+                     f"before, {load[1]} after; the run before: RLlib's DQN reached "
+                     f"{before['rllib_reached']}, its env steps {before['steps_vs_ours']}x ours")
 
 
 @claim("results-chaos-reached-cheaply",
@@ -377,10 +408,10 @@ def _(e):
 
 @claim("results-model-count-holds-rate-bound",
        {RESULTS: ("The model's count is the ladder's best at the two lowest latencies and within "
-                  "one\nexplorer at `env_latency_ms=2` (three against four; the ladder runs no "
-                  "three). At `5` it says\nsix, against the ladder's two",
+                  "one\nexplorer at `env_latency_ms=2` (three against two; the ladder runs no "
+                  "three). At `5` it says\nsix, against the ladder's four",
                   "the ladder's costs still give other counts at the three\nhigher latencies "
-                  "(two, four and eight): its acting cost over one and a half times this run's\n"
+                  "(two, four and nine): its acting cost over one and a half times this run's\n"
                   "per step",
                   "Its learner rate is within the model's tolerance at every\nlatency but "
                   "`env_latency_ms=2`, where the learner ran at about three-quarters of its "
@@ -394,8 +425,9 @@ def _(e):
     acting = ladder["costs"]["act_ms"] / model["costs"]["act_ms"]
     rates = {k: r["measured_updates_s"] / r["predicted_updates_s"] for k, r in rungs.items()}
     ok_rates = sorted(k for k, r in rungs.items() if r["rate_ok"])
-    return holds(counts == {0.0: (1, 1), 0.5: (1, 1), 2.0: (3, 4), 5.0: (6, 2)}
-                 and other == [0.5, 2.0, 5.0] and 1.5 < acting < 2
+    theirs = [rungs[k]["model_count_ladder_costs"] for k in other]
+    return holds(counts == {0.0: (1, 1), 0.5: (1, 1), 2.0: (3, 2), 5.0: (6, 4)}
+                 and other == [0.5, 2.0, 5.0] and theirs == [2, 4, 9] and 1.5 < acting < 2
                  and ok_rates == [0.0, 0.5, 5.0] and 0.7 <= rates[2.0] <= 0.8,
                  f"(model, ladder) counts {counts}; the ladder's costs give other counts at "
                  f"{other} ms; acting, ladder / model {acting:.2f}; rates within 20% at "

@@ -22,8 +22,9 @@ def _apex(rows: dict[str, dict]) -> dict[int, dict]:
 
 @claim("scaling-apex-pulls-ahead",
        {RESULTS: ("every Ape-X variant pulls further ahead of single-process DQN,\nand is ahead "
-                  "of SB3's DQN at every latency above zero (one explorer missed the cap on two "
-                  "seeds\nat `env_latency_ms=5`, so its ratio there is not decided)"),
+                  "of SB3's DQN at every latency above zero (one explorer and `vec-8` each missed "
+                  "the\ncap on one seed at `env_latency_ms=5`; their medians are still measured "
+                  "times)"),
         FAQ: "as\nevery env step is made to wait (`env_latency_ms`), explorers pull ahead"},
        "bench/results/scaling.json: each Ape-X variant's time / DQN's and / SB3's, latency by "
        "latency, where the ratio is decided (measured, or an upper bound)")
@@ -39,20 +40,26 @@ def _(e):
                 for r in _apex(ladder[lat]).values() if r["seconds_vs_sb3_is"] in decided)
     undecided = sorted((lat, n) for lat in latencies for n, r in _apex(ladder[lat]).items()
                        if r["seconds_vs_dqn_is"] not in decided)
-    return holds(falling and ahead and undecided == [(5.0, 1)],
+    missed = sorted((lat, v) for lat in latencies for v, r in ladder[lat].items()
+                    if v not in ("dqn", "sb3") and r["reached"] < r["seeds"])
+    exact = all(ladder[lat][v]["median_seconds_exact"] for lat, v in missed)
+    return holds(falling and ahead and not undecided
+                 and missed == [(5.0, "apex-1"), (5.0, "vec-8")] and exact,
                  f"decided time / DQN's per variant: {series}; every decided ratio to SB3's "
-                 f"above 0 ms below 1: {ahead}; undecided: {undecided}")
+                 f"above 0 ms below 1: {ahead}; undecided: {undecided}; rows that missed the cap "
+                 f"on a seed: {missed}, their medians measured: {exact}")
 
 
 @claim("scaling-fastest-count-undecided",
-       {RESULTS: ("Which number of explorers is fastest three seeds do\nnot decide: in the medians "
-                  "one at `env_latency_ms=0` and `0.5`, four at `2`, two at `5`, and at\nevery "
-                  "latency the fastest's range overlaps the runner-up's",
-                  "at `env_latency_ms=5` four explorers needed almost twice\nthe env steps of two",
-                  "(at the highest latency four explorers needed almost twice the env steps of "
-                  "two)"),
+       {RESULTS: ("Which number of\nexplorers is fastest three seeds do not decide: in the "
+                  "medians one at `env_latency_ms=0` and\n`0.5`, two at `2`, four at `5`, and at "
+                  "every latency the fastest's range overlaps the\nrunner-up's",
+                  "at `env_latency_ms=5` four explorers needed about half as\nmany env steps "
+                  "again as two",
+                  "(at the highest latency four explorers needed about half as many env steps "
+                  "again as two)"),
         FAQ: ("The benchmark's three seeds do not decide the fastest count: in its\nmedians it "
-              "was one explorer at `env_latency_ms=0.5`, four at `env_latency_ms=2` and two at\n"
+              "was one explorer at `env_latency_ms=0.5`, two at `env_latency_ms=2` and four at\n"
               "`env_latency_ms=5` (the seeds' ranges of the fastest and the runner-up overlap)")},
        "bench/results/scaling.json: the Ape-X variants by median time per latency, the ranges "
        "of the two fastest, and the env steps of two and four explorers at 5 ms")
@@ -65,8 +72,8 @@ def _(e):
                         and second[1]["max_seconds"] >= first[1]["min_seconds"])
     five = _apex(_ladder(e)[5.0])
     steps = (five[4]["median_env_steps"], five[2]["median_env_steps"])
-    return holds(best == {0.0: 1, 0.5: 1, 2.0: 4, 5.0: 2} and all(overlap.values())
-                 and 1.6 <= steps[0] / steps[1] < 2,
+    return holds(best == {0.0: 1, 0.5: 1, 2.0: 2, 5.0: 4} and all(overlap.values())
+                 and 1.35 <= steps[0] / steps[1] <= 1.7,
                  f"fastest number of explorers per latency: {best}; its range overlaps the "
                  f"runner-up's: {overlap}; env steps at 5 ms, four and two explorers: {steps}")
 
@@ -98,22 +105,26 @@ def _(e):
 
 
 @claim("scaling-vec-level-with-apex",
-       {RESULTS: ("On two cores it is the fastest row at latency 0 and level with the best Ape-X "
-                  "at\n`env_latency_ms=0.5` and `2` (within a tenth of its time); only at `5` is "
-                  "the best Ape-X ahead of\nit"),
-        FAQ: "(on these two cores, as fast as the best Ape-X up to `env_latency_ms=2`)"},
+       {RESULTS: ("On two cores it is the fastest row at latency 0, and at `env_latency_ms=0.5` "
+                  "its median is below\nthe best Ape-X's, within the seeds' ranges; from `2` on "
+                  "the best Ape-X is ahead of it, by more at\n`5`"),
+        FAQ: "(on these two cores, as fast as the best Ape-X up to `env_latency_ms=0.5`)"},
        "bench/results/scaling.json: vec-8 against every row at 0 ms and the best Ape-X above")
 def _(e):
-    ladder, seen, ok = _ladder(e), {}, True
+    ladder, seen = _ladder(e), {}
     zero = ladder[0.0]
-    ok &= min(zero, key=lambda v: zero[v]["median_seconds"]) == "vec-8"
+    fastest = min(zero, key=lambda v: zero[v]["median_seconds"]) == "vec-8"
     for lat, rows in ladder.items():
         if lat > 0:
-            ratio = rows["vec-8"]["median_seconds"] / min(
-                r["median_seconds"] for r in _apex(rows).values())
-            seen[lat] = round(ratio, 2)
-            ok &= (0.9 <= ratio <= 1.1) if lat < 5 else ratio > 1.1
-    return holds(ok, f"vec-8 fastest at 0 ms: {ok}; vec-8 / best Ape-X per latency {seen}")
+            best = min(_apex(rows).values(), key=lambda r: r["median_seconds"])
+            vec = rows["vec-8"]
+            seen[lat] = (round(vec["median_seconds"] / best["median_seconds"], 2),
+                         vec["min_seconds"] <= best["max_seconds"]
+                         and best["min_seconds"] <= vec["max_seconds"])
+    ok = (fastest and seen[0.5][0] < 1 and seen[0.5][1]
+          and 1 < seen[2.0][0] < seen[5.0][0])
+    return holds(ok, f"vec-8 fastest at 0 ms: {fastest}; vec-8 / best Ape-X per latency, and "
+                     f"whether their ranges overlap: {seen}")
 
 
 @claim("scaling-level-at-latency-zero",
@@ -139,7 +150,8 @@ def _(e):
 
 @claim("scaling-sb3-between-at-zero",
        {RESULTS: "SB3's DQN, with about half of DQN's env steps to the goal, sits between them",
-        FAQ: "SB3's DQN is about as fast as 4 explorers in both benchmarks that run it"},
+        FAQ: "SB3's DQN is about as fast as 4 explorers, or a little faster, in both benchmarks "
+             "that run it"},
        "scaling.json's 0 ms rung, and sb3.json against apex.json's four explorers")
 def _(e):
     rows = _ladder(e)[0.0]
@@ -150,7 +162,7 @@ def _(e):
              / e.row(e.bench("apex")["summary"], variant="apex-4")["median_seconds"])
     ladder = sb3["median_seconds"] / rows["apex-4"]["median_seconds"]
     return holds(best < sb3["median_seconds"] < dqn["median_seconds"] and half
-                 and all(0.85 <= r <= 1.15 for r in (bench, ladder)),
+                 and all(0.75 <= r <= 1.15 for r in (bench, ladder)),
                  f"0 ms: best Ape-X {best} s, SB3 {sb3['median_seconds']} s, DQN "
                  f"{dqn['median_seconds']} s; SB3's env steps / DQN's "
                  f"{sb3['median_env_steps'] / dqn['median_env_steps']:.2f}; SB3 / four explorers: "

@@ -184,3 +184,22 @@ def test_the_earlier_learner_feed_figures_are_that_commits_file():
     default = next(r for r in then["summary"] if r["setting"] == "default")["updates_s"]
     assert round(default, 1) == before["default"]
     assert round(then["bare_updates_s"], 1) == before["bare"]
+    runs = {}
+    for run in then["runs"]:
+        runs.setdefault(run["setting"], []).append(run["ratio"])
+    assert round(max(max(v) - min(v) for v in runs.values()), 2) == before["widest_spread"]
+
+
+def test_the_earlier_rllib_figures_are_that_commits_file():
+    """The rllib reading names the run before it; its figures are checked against that file."""
+    import subprocess
+
+    from claims.results import RLLIB_BEFORE as before
+    where = f"{before['committed_in']}:bench/results/rllib.json"
+    shown = subprocess.run(["git", "show", where], cwd=ROOT, capture_output=True, text=True)
+    if shown.returncode != 0:
+        pytest.skip(f"this clone lacks commit {before['committed_in']}: {shown.stderr.strip()}")
+    cart = json.loads(shown.stdout)["summary"][0]
+    assert cart["task"] == "CartPole-v1" and cart["rllib_reached"] == before["rllib_reached"]
+    steps = cart["rllib_median_env_steps"] / cart["ours_median_env_steps"]
+    assert round(steps, 2) == before["steps_vs_ours"]
