@@ -157,7 +157,7 @@ def _(e):
     return holds(saturated >= 0.99, f"{saturated:.0%} of iterations ended with work waiting")
 
 
-@claim("results-learner-keeps-half",
+@claim("results-learner-keeps-three-fifths",
        {RESULTS: ("Inside the system it kept about three-fifths of a bare update loop's\nrate "
                   "in this run, and about seven-tenths with the explorers paused; the bare loop, "
                   "timed before\nand after the systems, moved by only a few percent between the "
@@ -322,7 +322,7 @@ def _(e):
 RLLIB_BEFORE = {"committed_in": "51fb5a8", "rllib_reached": "0/1", "steps_vs_ours": 0.89}
 
 
-@claim("results-rllib-ours-reached-rllib-not",
+@claim("results-rllib-one-seed-each-way",
        {RESULTS: ("On CartPole both reached the goal: RLlib's DQN took longer than our\nApe-X, "
                   "on far fewer env steps, at under a tenth of its env steps per second.",
                   "The run before this\none (committed in 51fb5a8) had RLlib's DQN miss the goal "

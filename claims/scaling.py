@@ -104,7 +104,7 @@ def _(e):
     return holds(set(most.values()) == {4}, f"most CPU seconds per latency: {most} explorers")
 
 
-@claim("scaling-vec-level-with-apex",
+@claim("scaling-vec-ahead-only-at-low-latency",
        {RESULTS: ("On two cores it is the fastest row at latency 0, and at `env_latency_ms=0.5` "
                   "its median is below\nthe best Ape-X's, within the seeds' ranges; from `2` on "
                   "the best Ape-X is ahead of it, by more at\n`5`"),

@@ -170,17 +170,23 @@ def test_the_census_counts_every_document_and_the_registered_readings():
     assert total[0] == "all" and int(total[1]) >= len(ALL)
 
 
-def test_the_earlier_learner_feed_figures_are_that_commits_file():
-    """The learner_feed claim compares two machines; its earlier figures are typed in, so they
-    are checked against the file committed then (a clone without that history cannot check)."""
+def committed(before: dict, path: str) -> dict:
+    """The JSON file `path` as commit `before["committed_in"]` holds it: a reading that names an
+    earlier run types that run's figures in, and they are checked against the file committed
+    then (a clone without that history cannot check)."""
     import subprocess
 
-    from claims.results import LEARNER_FEED_BEFORE as before
-    where = f"{before['committed_in']}:bench/results/learner_feed.json"
+    where = f"{before['committed_in']}:{path}"
     shown = subprocess.run(["git", "show", where], cwd=ROOT, capture_output=True, text=True)
     if shown.returncode != 0:
         pytest.skip(f"this clone lacks commit {before['committed_in']}: {shown.stderr.strip()}")
-    then = json.loads(shown.stdout)
+    return json.loads(shown.stdout)
+
+
+def test_the_earlier_learner_feed_figures_are_that_commits_file():
+    """The learner_feed claims compare two machines."""
+    from claims.results import LEARNER_FEED_BEFORE as before
+    then = committed(before, "bench/results/learner_feed.json")
     default = next(r for r in then["summary"] if r["setting"] == "default")["updates_s"]
     assert round(default, 1) == before["default"]
     assert round(then["bare_updates_s"], 1) == before["bare"]
@@ -191,15 +197,9 @@ def test_the_earlier_learner_feed_figures_are_that_commits_file():
 
 
 def test_the_earlier_rllib_figures_are_that_commits_file():
-    """The rllib reading names the run before it; its figures are checked against that file."""
-    import subprocess
-
+    """The rllib reading names the run before it."""
     from claims.results import RLLIB_BEFORE as before
-    where = f"{before['committed_in']}:bench/results/rllib.json"
-    shown = subprocess.run(["git", "show", where], cwd=ROOT, capture_output=True, text=True)
-    if shown.returncode != 0:
-        pytest.skip(f"this clone lacks commit {before['committed_in']}: {shown.stderr.strip()}")
-    cart = json.loads(shown.stdout)["summary"][0]
+    cart = committed(before, "bench/results/rllib.json")["summary"][0]
     assert cart["task"] == "CartPole-v1" and cart["rllib_reached"] == before["rllib_reached"]
     steps = cart["rllib_median_env_steps"] / cart["ours_median_env_steps"]
     assert round(steps, 2) == before["steps_vs_ours"]
