@@ -18,8 +18,9 @@ that one run can reverse is either measured over seeds with its spread (bench/),
 what this one run shows and left to the cell that prints both numbers.
 
 Where the claims are: `lessons.py` (notebooks 00-04 and their decks), `apex.py` (notebook 05),
-`later.py` (06-08, the README, the guide), `results.py` and `scaling.py` (the benchmark
-results: RESULTS.md, the FAQ), `outside.py` (AWS prices, from the runbook's dated table).
+`later.py` (06-08, the README, the guide), `results.py`, `learner.py` (the Ape-X learner's cost
+and feed) and `scaling.py` (the benchmark results: RESULTS.md, the FAQ), `outside.py` (AWS
+prices, from the runbook's dated table).
 `python -m claims` checks them all; `python -m claims readings [--list]` counts the
 reading-like sentences of every document by how they are kept true (`claims/readings.py`) and
 lists the ones no claim covers.

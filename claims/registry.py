@@ -53,7 +53,7 @@ class Claim:
 
 CLAIMS: dict[str, Claim] = {}
 #: the modules that register claims, one per group of documents
-MODULES = ("lessons", "apex", "later", "results", "scaling", "outside")
+MODULES = ("lessons", "apex", "later", "results", "learner", "scaling", "outside")
 
 
 def claim(claim_id: str, where: dict[str, str | tuple[str, ...]], evidence: str):

@@ -185,7 +185,7 @@ def committed(before: dict, path: str) -> dict:
 
 def test_the_earlier_learner_feed_figures_are_that_commits_file():
     """The learner_feed claims compare two machines."""
-    from claims.results import LEARNER_FEED_BEFORE as before
+    from claims.learner import LEARNER_FEED_BEFORE as before
     then = committed(before, "bench/results/learner_feed.json")
     default = next(r for r in then["summary"] if r["setting"] == "default")["updates_s"]
     assert round(default, 1) == before["default"]
