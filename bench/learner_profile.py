@@ -44,7 +44,7 @@ from course_lib.distributed.run_actors import check_pinning
 
 #: the learner's training thread in parts, the first that holds a stack wins (`pyspy.shares`)
 PARTS = (Part("update (torch)", (r"DQNLearner\.update|timed \(",)),   # timed: time_updates
-         Part("sampling its replay buffer", (r"sample \(", r"roles\.py")),
+         Part("sampling its replay buffer", (r"draw_batches \(",)),
          Part("priorities written back", ("after_update",)),
          Part("publishing weights", ("publish",)),
          Part("Ray calls", (r"\.remote \(",)),

@@ -172,8 +172,9 @@ def bare_explorers_rate(n: int, seconds: float) -> float:
 
 def bare_learner_with_replay_rate(seconds: float) -> float:
     """Updates/s of the CLI-default Ape-X learner in one plain process that does what the
-    learner actor does per update: a prioritized sample of fresh transitions from a local
-    buffer (filled with random ones), the update, and the new priorities written back."""
+    learner actor does: prioritized batches of fresh transitions from a local buffer (filled
+    with random ones), `batches_per_draw` at a time, their updates, and their new priorities
+    written back together."""
     torch.set_num_threads(1)
     cfg, rng = ApexConfig(), np.random.default_rng(0)
     learner = make_learner(cfg, 4, 2, "cpu")
@@ -184,11 +185,13 @@ def bare_learner_with_replay_rate(seconds: float) -> float:
         del batch["weights"]
         buffer.add(batch, rng.uniform(0.1, 2.0, 1_000))
 
-    def update() -> None:
-        batch = buffer.sample(cfg.batch_size, cfg.priority_beta)
-        buffer.update_priorities(batch["indices"], learner.update(batch)["priorities"])
+    def updates() -> None:                    # one draw's batches, as `LearnerActor.train`
+        batches = buffer.sample_many(cfg.batches_per_draw, cfg.batch_size, cfg.priority_beta)
+        priorities = [learner.update(batch)["priorities"] for batch in batches]
+        buffer.update_priorities(np.concatenate([batch["indices"] for batch in batches]),
+                                 np.concatenate(priorities))
 
-    return rate(update, seconds)
+    return rate(updates, seconds) * cfg.batches_per_draw
 
 
 def bare_learner_beside_explorer(seconds: float) -> float:

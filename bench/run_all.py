@@ -17,7 +17,7 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | overhead     | each role inside the system       | the same work in a bare loop       |
 | learner_feed | Ape-X, settings that feed the     | the bare learner loop, one process |
 |              | learner (pin it, publish less)    |                                    |
-| soak         | Ape-X, 8 explorers, 10 minutes    | flat memory, progress every 10 s   |
+| soak         | Ape-X, 8 explorers, 5 minutes     | flat memory, progress every 10 s   |
 | ray_overhead | Ray tasks, actors, put/get        | plain calls, pickle                |
 | rllib        | Ape-X; parallel SAC               | RLlib DQN; RLlib SAC (see ARGS)    |
 | matched      | parallel SAC, 64x64 and 256x256   | SB3 SAC with the same two networks |

@@ -1,10 +1,10 @@
-"""Held under load: Ape-X with 8 explorers on 2 cores (oversubscribed) for 10 minutes.
+"""Held under load: Ape-X with 8 explorers on 2 cores (oversubscribed) for 5 minutes.
 
-    python -m bench.soak [--quick] [--minutes 10] [--json bench/results/soak.json]
+    python -m bench.soak [--quick] [--minutes 5] [--json bench/results/soak.json]
 
 The run has no goal: `target_return` None and a time budget, exactly what
 `python -m course_lib train --algo apex --config '{"num_workers": 8}'
---stop '{"eval_return": null, "time_s": 600}'` runs (`trainer.run_training` stops it at the
+--stop '{"eval_return": null, "time_s": 300}'` runs (`trainer.run_training` stops it at the
 first iteration past `max_time_s`). Every `SAMPLE_EVERY_S` seconds a sampler thread records
 the driver's resident memory (RSS) and the learner actor's, which holds the replay buffer
 (psutil on the process id the actor reports), the bytes in Ray's object store (cluster total minus
@@ -18,9 +18,9 @@ Verdict, two targets:
   neither grow for `STALL_S` interrupts the run and the verdict says where it stalled.
 - **memory flat after the buffer fills**: for each memory series, the least-squares slope
   over the samples taken once the replay buffer is full (inserted >= buffer_size) is below
-  `FLAT_MB_PER_MIN` (2 MB per minute: 16 MB over the 8 minutes after a fill; leaking one
-  50-transition batch per add would be that much in seconds). At least `MIN_SAMPLES` samples
-  after the fill are needed, else the verdict is "not measured".
+  `FLAT_MB_PER_MIN` (2 MB per minute: under 10 MB over the four-odd minutes after a fill;
+  leaking one 50-transition batch per add would be that much in seconds). At least
+  `MIN_SAMPLES` samples after the fill are needed, else the verdict is "not measured".
 
 `--quick`: one minute with a 10K buffer (so that it fills); the verdict is not a target then.
 """
@@ -169,10 +169,10 @@ def soak(minutes: float, quick: bool, workers: int = 8, log=print) -> dict:
 
 def main() -> None:
     cli = parser(__doc__, "soak", "one minute, a 10K buffer")
-    cli.add_argument("--minutes", type=float, default=None, help="default 10 (quick: 1)")
+    cli.add_argument("--minutes", type=float, default=None, help="default 5 (quick: 1)")
     args = cli.parse_args()
     recording = Recording()
-    result = soak(args.minutes or (1.0 if args.quick else 10.0), args.quick)
+    result = soak(args.minutes or (1.0 if args.quick else 5.0), args.quick)
     v = result["verdict"]
     print(f"stopped by {result['stopped_by']}; no deadlock: {v['no_deadlock']}; buffer full at "
           f"{v['filled_at_s']} s; memory flat: {v['flat']} (slopes MB/min after the fill: "

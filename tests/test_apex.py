@@ -127,7 +127,7 @@ def test_the_learner_samples_its_own_buffer_and_writes_priorities_back(ray_local
         learner = ApexLearnerActor.__ray_actor_class__(CFG, (4, 2), "weights", None, 0,
                                                        replay_of(CFG), ApexSlots())
         assert learner.add(batch, priorities) == 300
-        seen = [learner.sample() for _ in range(12)]
+        seen = learner.draw_batches(12)
         trained = []                                  # (batch, info) of each update
         update = learner.learner.update
         learner.learner.update = lambda b: trained.append((b, update(b))) or trained[-1][1]
@@ -137,10 +137,39 @@ def test_the_learner_samples_its_own_buffer_and_writes_priorities_back(ray_local
     assert all(len(b["weights"]) == 32 for b in seen)
     assert [float(b["weights"].max()) for b in seen] == [1.0] * 12
     assert learner.replay.stats()["sampled"] == 17 * 32        # 12 drawn here, 5 by train
-    buffer = learner.replay.buffer
-    last, info = trained[-1]
-    slots = np.asarray(last["indices"]) % buffer.capacity
-    np.testing.assert_allclose(buffer.tree.leaves(slots), buffer._to_q(info["priorities"]))
+    buffer, latest = learner.replay.buffer, {}
+    for batch, info in trained:                       # an id drawn twice: its last priority
+        latest.update(zip(np.asarray(batch["indices"]).tolist(), info["priorities"],
+                          strict=True))
+    slots = np.array(list(latest)) % buffer.capacity
+    np.testing.assert_allclose(buffer.tree.leaves(slots), buffer._to_q(np.array(
+        list(latest.values()), np.float64)))
+
+
+@pytest.mark.parametrize("per_draw", [1, 4])
+def test_priorities_land_after_each_draw_of_batches(ray_local, per_draw):
+    """With `batches_per_draw` k, the buffer's priorities stay as they were while the k
+    updates of one draw run and change after them: a new priority is at most k - 1 updates
+    late, and with k = 1 every update trains on the priorities of all the updates before it."""
+    from course_lib.apex import ApexLearnerActor
+    from course_lib.param_server import ParameterStoreActor
+
+    params = ParameterStoreActor.options(name="late:parameter server").remote()
+    batch, priorities = stored_batch()
+    cfg = CFG.updated({"batches_per_draw": per_draw})
+    try:
+        learner = ApexLearnerActor.__ray_actor_class__(cfg, (4, 2), "late", None, 0,
+                                                       replay_of(cfg), ApexSlots())
+        learner.add(batch, priorities)
+        totals = []                                   # the tree's total before each update
+        update = learner.learner.update
+        learner.learner.update = lambda b: totals.append(learner.replay.buffer.tree.total) or \
+            update(b)
+        learner.train(8)
+    finally:
+        ray.kill(params)
+    changed = [i for i in range(1, 8) if totals[i] != totals[i - 1]]
+    assert changed == list(range(per_draw, 8, per_draw))
 
 
 def test_explorers_adds_land_while_the_learner_trains(ray_local):

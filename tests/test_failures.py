@@ -235,8 +235,9 @@ def test_a_dead_learner_is_named_as_such(ray_local):
 
 
 class NegativePriorityLearner(ApexLearnerActor.__ray_actor_class__):
-    def after_update(self, batch, info):
-        super().after_update(batch, {**info, "priorities": -np.ones_like(info["priorities"])})
+    def after_updates(self, batches, infos):
+        super().after_updates(batches, [{**info, "priorities": -np.ones_like(info["priorities"])}
+                                        for info in infos])
 
 
 class NegativePriorityApex(ApexTrainer):

@@ -1,5 +1,6 @@
 """Tests for course_lib.replay: ring, prioritized sampling, n-step returns, the Ray actor."""
 
+import functools
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from course_lib.replay import (
     ReplayBuffer,
     ReplayStoreActor,
     SumTree,
+    prioritized,
     stack_transitions,
     transition_spec,
 )
@@ -86,6 +88,41 @@ def test_uniform_sample_has_the_spec_shapes_and_is_seeded():
     np.testing.assert_array_equal(*from_rng)  # an explicit generator wins over the buffer's
     assert set(batch["reward"]) <= set(range(60))  # only stored transitions
     np.testing.assert_array_equal(batch["next_obs"], batch["obs"] + 1)  # rows stay together
+
+
+@pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer])
+def test_sample_many_draws_what_as_many_samples_would(cls):
+    """`sample_many(k, n)` (what the learner actor draws ahead) is k calls of `sample(n)` from
+    one generator: the same rows, and for a prioritized buffer the same ids and the same
+    importance weights, each batch's normalised by its own largest."""
+    a, b = cls(100, SPEC, seed=4), cls(100, SPEC, seed=4)
+    for buffer in (a, b):
+        buffer.add(make_batch(0, 80))
+        if cls is PrioritizedReplayBuffer:
+            buffer.update_priorities(np.arange(80), np.linspace(0.1, 9.0, 80))
+    many, one_by_one = a.sample_many(5, 16), [b.sample(16) for _ in range(5)]
+    assert len(many) == 5
+    for got, expected in zip(many, one_by_one, strict=True):
+        assert got.keys() == expected.keys()
+        for name in expected:
+            np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    if cls is PrioritizedReplayBuffer:
+        assert [float(batch["weights"].max()) for batch in many] == [1.0] * 5
+    with pytest.raises(ValueError, match="count must be a positive integer"):
+        a.sample_many(0, 16)
+
+
+def test_sample_many_descends_once_as_a_draw_of_ones_own_would_batch_by_batch():
+    """The buffer's own draw descends the tree once for all the batches (`draw_many`); a draw
+    given to the buffer (Ape-X's `draw` slot) is called once per batch. Both draw the same."""
+    own = PrioritizedReplayBuffer(100, SPEC, seed=6)
+    given = PrioritizedReplayBuffer(100, SPEC, seed=6, draw=functools.partial(prioritized.draw))
+    for buffer in (own, given):
+        buffer.add(make_batch(0, 90), np.geomspace(0.01, 50.0, 90))
+    for a, b in zip(own.sample_many(7, 12, beta=0.6), given.sample_many(7, 12, beta=0.6),
+                    strict=True):
+        np.testing.assert_array_equal(a["indices"], b["indices"])
+        np.testing.assert_allclose(a["weights"], b["weights"], rtol=1e-6)
 
 
 def test_uniform_sample_covers_the_buffer_evenly():

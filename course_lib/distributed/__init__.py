@@ -14,7 +14,7 @@ An algorithm subclasses three classes and writes only what differs:
 | class                | writes                                                             |
 | -------------------- | ------------------------------------------------------------------ |
 | `Worker`             | `make_net`, `act`, `transitions` (and `priorities`, `env_action`)  |
-| `LearnerActor`       | `make_learner` (and `after_update`, `sample_args`, `replay_draw`); |
+| `LearnerActor`       | `make_learner` (and `after_updates`, `sample_args`, `replay_draw`); |
 |                      | decorated with `remote_learner` (its adds run on a thread of their |
 |                      | own)                                                               |
 | `DistributedTrainer` | `Worker`, `Learner`, `Slots`, `updates_per_transition`, the        |

@@ -41,9 +41,9 @@ class DistributedConfig(TrainerConfig):
     LIMITS: ClassVar[dict[str, str]] = {
         "num_workers": ">= 1", "num_envs": ">= 1", "send_every": ">= 1",
         "pull_every": ">= 1", "publish_every": ">= 1", "worker_chunk": ">= 1",
-        "learner_chunk": ">= 1", "max_lag_updates": ">= 0", "eval_every_s": ">= 0",
-        "learner_cpus": ">= 0", "learner_gpus": ">= 0", "worker_cpus": ">= 0",
-        "max_worker_restarts": ">= 0", "start_timeout_s": "> 0"}
+        "learner_chunk": ">= 1", "batches_per_draw": ">= 1", "max_lag_updates": ">= 0",
+        "eval_every_s": ">= 0", "learner_cpus": ">= 0", "learner_gpus": ">= 0",
+        "worker_cpus": ">= 0", "max_worker_restarts": ">= 0", "start_timeout_s": "> 0"}
 
     num_workers: int = 2              # worker actors (Ape-X: explorers)
     num_envs: int = 1                 # envs each worker steps as one batch (one forward pass)
@@ -52,6 +52,8 @@ class DistributedConfig(TrainerConfig):
     publish_every: int = 25           # learner updates between weight publications
     worker_chunk: int = 200           # env steps per worker task
     learner_chunk: int = 50           # updates per learner task
+    batches_per_draw: int = 4         # batches the learner draws from its buffer at once (Ape-X:
+                                      # their new priorities land after the last of them)
     max_lag_updates: int = 100        # workers pause while the learner is this far behind
     eval_every_s: float = 3.0         # seconds per iteration: one evaluation, one row
     learner_cpus: float = 0.5         # logical CPUs of the learner actor

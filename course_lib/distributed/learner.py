@@ -1,12 +1,13 @@
 """A distributed run's learner actor, which holds the replay buffer, and its evaluator.
 
     workers --add(batch, priorities)--> LearnerActor: replay buffer (its own thread)
-                                          train(n): n x [sample -> update -> after_update]
+                                          train(n): n x [draw -> update], and after each
+                                            batches_per_draw of them: after_updates
                                           publish every publish_every updates --> parameter server
     driver --snapshot()--> state + weights --> Evaluator.evaluate(weights, episodes, seed)
 
 An algorithm subclasses `LearnerActor`, decorates it with `remote_learner` and writes
-`make_learner` (and `after_update`, `sample_args`, `replay_draw` if it needs them).
+`make_learner` (and `after_updates`, `sample_args`, `replay_draw` if it needs them).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ remote_learner = ray.remote(concurrency_groups={"replay": 1})
 class LearnerActor(ABC):
     """A learner (DQNLearner, SACLearner) with the replay buffer in its own process.
 
-    Workers send their batches straight here (`add`); `train(num_updates)` samples each batch
+    Workers send their batches straight here (`add`); `train(num_updates)` draws its batches
     locally, runs that many updates and reports the mean of each scalar they return. Keeping
     the buffer beside the learner is what RLlib's Ape-X did (replay shards on the learner's
     node) and what SEED RL and TorchRL do: a sample or a priority update is a function call,
@@ -104,21 +105,34 @@ class LearnerActor(ABC):
         for every reader. Not awaited: the learner goes straight back to training."""
         return self.params.push.remote(POLICY, self.learner.get_weights())
 
-    def sample(self) -> dict[str, np.ndarray]:
-        """The next batch to train on, drawn from the local buffer."""
+    def draw_batches(self, count: int) -> list[dict[str, np.ndarray]]:
+        """The next `count` batches to train on, drawn from the local buffer at once."""
         with self.lock:
-            return self.replay.sample(*self.sample_args())
+            return self.replay.sample_many(count, *self.sample_args())
 
     def train(self, num_updates: int) -> TrainReport:
-        """`num_updates` updates, each on a fresh batch; publishes every `publish_every`."""
-        infos = []
-        for _ in range(num_updates):
-            batch = self.sample()
-            info = self.learner.update(batch)
-            self.after_update(batch, info)
-            infos.append(info)
-            if self.learner.updates % self.cfg.publish_every == 0:
-                self.send_unawaited("params.push (publish)", self.publish())
+        """`num_updates` updates, each on a fresh batch; publishes every `publish_every`.
+
+        The batches are drawn `batches_per_draw` at a time, and what the updates return is
+        handed back for all of them at once (`after_updates`): one pass over the buffer per
+        group instead of one per update. Per update, a draw or a write-back is a few numpy
+        calls on 64 rows, and their fixed cost, with the buffer's memory pushing the network's
+        out of the core's cache, made the learner's loop markedly slower than its updates
+        alone (`bench/overhead.py` times both; `bench/learner_feed.py`, the system). The
+        price, for a prioritized buffer: an update's new priorities reach the buffer up to
+        `batches_per_draw - 1` updates late, and until then a transition whose priority is
+        high stays as likely to be drawn again. A few batches per draw keep most of the gain;
+        16 made Ape-X need more env steps to CartPole's goal in the few runs we tried, which
+        cost more time than the draws saved.
+        """
+        infos: list[dict[str, Any]] = []
+        while len(infos) < num_updates:
+            batches = self.draw_batches(min(self.cfg.batches_per_draw, num_updates - len(infos)))
+            for batch in batches:
+                infos.append(self.learner.update(batch))
+                if self.learner.updates % self.cfg.publish_every == 0:
+                    self.send_unawaited("params.push (publish)", self.publish())
+            self.after_updates(batches, infos[-len(batches):])
         self.check_unawaited()
         means = {k: float(np.mean([i[k] for i in infos])) for k, v in
                  (infos[0].items() if infos else ()) if isinstance(v, float)}
@@ -176,9 +190,10 @@ class LearnerActor(ABC):
         """The arguments of one `ReplayStore.sample` call (Ape-X adds beta)."""
         return (self.cfg.batch_size,)
 
-    def after_update(self, batch: dict[str, np.ndarray], info: dict[str, Any]) -> None:
-        """Anything to do with an update's result (Ape-X: write the new priorities back); by
-        default, nothing."""
+    def after_updates(self, batches: list[dict[str, np.ndarray]],
+                      infos: list[dict[str, Any]]) -> None:
+        """Anything to do with the results of the updates on one draw's `batches` (Ape-X:
+        write their new priorities back); by default, nothing."""
         return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from course_lib.replay.sumtree import SumTree
-from course_lib.replay.uniform import ReplayBuffer
+from course_lib.replay.uniform import ReplayBuffer, positive_int, split_batches
 
 
 def check_priorities(priorities, n: int) -> np.ndarray:
@@ -40,11 +40,23 @@ def draw(tree: SumTree, size: int, batch_size: int, beta: float, rng: np.random.
     """The slots of a batch of `batch_size` from the first `size` leaves of `tree`, and their
     importance weights: one stratified target per segment (`targets`), each descended to its
     slot (`descend(tree, targets)`), each slot weighted by its probability (`weights`)."""
+    slots, w = draw_many(1, tree, size, batch_size, beta, rng, targets, descend, weights)
+    return slots[0], w[0]
+
+
+def draw_many(count: int, tree: SumTree, size: int, batch_size: int, beta: float,
+              rng: np.random.Generator, targets=stratified_targets,
+              descend=SumTree.find_prefix_sum,
+              weights=importance_weights) -> tuple[np.ndarray, np.ndarray]:
+    """`count` batches as `count` calls of `draw` give them, as (count, batch_size) arrays of
+    slots and weights: each batch its own targets and its own weights' largest, and one
+    descent of the tree for all of them (its cost is mostly per call, not per target)."""
     total = tree.total
-    slots = descend(tree, targets(total, batch_size, rng))
+    slots = descend(tree, np.concatenate([targets(total, batch_size, rng)
+                                          for _ in range(count)]))
     np.minimum(slots, size - 1, out=slots)  # rounding can step past the last leaf
-    q = tree.leaves(slots)
-    return slots, weights(q / total, beta)
+    probs = (tree.leaves(slots) / total).reshape(count, batch_size)
+    return slots.reshape(count, batch_size), np.stack([weights(p, beta) for p in probs])
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -117,14 +129,26 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def sample(self, batch_size: int, beta: float = 0.4, rng=None) -> dict[str, np.ndarray]:
         """`batch_size` transitions drawn with P(i) = q_i / sum q, plus "indices" and "weights"."""
+        return self.sample_many(1, batch_size, beta, rng)[0]
+
+    def sample_many(self, count: int, batch_size: int, beta: float = 0.4,
+                    rng=None) -> list[dict[str, np.ndarray]]:
+        """`count` batches, each drawn as `sample` draws one (its own stratified targets, its
+        own importance weights), at today's priorities: what the learner actor trains on
+        before it writes their new priorities back (`DistributedConfig.batches_per_draw`)."""
         self._check_sample_size(batch_size)
         if not beta >= 0:
             raise ValueError(f"beta must be >= 0, got {beta!r}")
-        slots, weights = self.draw(batch_size, beta, self.rng if rng is None else rng)
-        batch = {name: array[slots] for name, array in self.storage.items()}
-        batch["indices"] = self._ids_in(slots)
-        batch["weights"] = weights.astype(np.float32)
-        return batch
+        count, rng = positive_int(count, "count"), self.rng if rng is None else rng
+        if self._draw is draw:                    # the module's own: one descent for all
+            slots, weights = draw_many(count, self.tree, self.size, batch_size, beta, rng)
+        else:                                     # a draw of the slot's: one call per batch
+            slots, weights = map(np.stack, zip(*(self.draw(batch_size, beta, rng)
+                                                 for _ in range(count)), strict=True))
+        fields = self.gather(slots)
+        fields["indices"] = self._ids_in(slots)
+        fields["weights"] = weights.astype(np.float32)
+        return split_batches(fields)
 
     def draw(self, batch_size: int, beta: float, rng) -> tuple[np.ndarray, np.ndarray]:
         """The slots of a batch and their importance weights (the module's `draw`, or the

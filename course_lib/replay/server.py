@@ -49,10 +49,15 @@ class ReplayStore:
 
     def sample(self, batch_size: int, beta: float = 0.4) -> dict[str, np.ndarray]:
         """A batch; prioritized: with "indices" and importance "weights" (exponent beta)."""
-        batch = (self.buffer.sample(batch_size, beta) if self.prioritized
-                 else self.buffer.sample(batch_size))
-        self.sampled += batch_size
-        return batch
+        return self.sample_many(1, batch_size, beta)[0]
+
+    def sample_many(self, count: int, batch_size: int,
+                    beta: float = 0.4) -> list[dict[str, np.ndarray]]:
+        """`count` batches drawn at once (the buffer's `sample_many`)."""
+        batches = (self.buffer.sample_many(count, batch_size, beta) if self.prioritized
+                   else self.buffer.sample_many(count, batch_size))
+        self.sampled += count * batch_size
+        return batches
 
     def update_priorities(self, indices, priorities) -> int:
         return self.buffer.update_priorities(indices, priorities)

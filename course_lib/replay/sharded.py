@@ -90,7 +90,7 @@ class ReplayShard(PrioritizedReplayBuffer):
             u = u * (total / assumed_total)
         slots = self.tree.find_prefix_sum(u)
         np.minimum(slots, max(self.size - 1, 0), out=slots)  # rounding past the last leaf
-        part = {name: array[slots] for name, array in self.storage.items()}
+        part = self.gather(slots)
         part["indices"] = self._ids_in(slots)
         part[SHARD_PROBS] = self.tree.leaves(slots) / total if len(slots) else np.zeros(0)
         return part

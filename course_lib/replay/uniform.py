@@ -67,6 +67,12 @@ def _batched(shape: tuple[int, ...]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+
+def split_batches(fields: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Fields of shape (count, batch, ...) as `count` batches (views, no copy)."""
+    return [{name: array[i] for name, array in fields.items()}
+            for i in range(len(next(iter(fields.values()))))]
+
 class ReplayBuffer:
     """A FIFO ring of `capacity` transitions stored field by field; uniform sampling.
 
@@ -101,9 +107,17 @@ class ReplayBuffer:
 
     def sample(self, batch_size: int, rng=None) -> dict[str, np.ndarray]:
         """`batch_size` transitions drawn uniformly with replacement."""
+        return self.sample_many(1, batch_size, rng)[0]
+
+    def sample_many(self, count: int, batch_size: int, rng=None) -> list[dict[str, np.ndarray]]:
+        """`count` batches, the draws of `count` calls of `sample`, read from the storage in one
+        pass (the learner actor draws ahead: `DistributedConfig.batches_per_draw`)."""
         self._check_sample_size(batch_size)
-        rng = self.rng if rng is None else rng
-        slots = rng.integers(0, self.size, size=batch_size)
+        count, rng = positive_int(count, "count"), self.rng if rng is None else rng
+        return split_batches(self.gather(rng.integers(0, self.size, size=(count, batch_size))))
+
+    def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+        """Every field at `slots` (any shape: the fields gain its axes in front)."""
         return {name: array[slots] for name, array in self.storage.items()}
 
     # -- plumbing shared with the prioritized buffer ----------------------------------------
