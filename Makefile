@@ -225,7 +225,7 @@ bench: $(STAMP)
 fresh: $(STAMP)
 	$(BIN)/python scripts/fresh.py $(if $(REPORT),--report,)
 
-# Everything that goes stale, re-run from committed code (102 minutes, timed on a quiet 2-core
+# Everything that goes stale, re-run from committed code (97 minutes, timed on a quiet 2-core
 # machine; the budget is in CONTRIBUTING.md): every benchmark, the RLlib profile notebook 07
 # prints, then every notebook in full mode (after the benchmarks: they print their results),
 # then the numbers of the decks and guides. It ends with `make fresh`, which must list nothing.

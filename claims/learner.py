@@ -25,21 +25,20 @@ def _(e):
     return holds(saturated >= 0.99, f"{saturated:.0%} of iterations ended with work waiting")
 
 
-@claim("results-learner-keeps-three-fifths",
-       {RESULTS: ("Inside the system it kept about three-fifths of a bare update loop's\nrate "
-                  "in this run, and about seven-tenths with the explorers paused; the bare loop, "
-                  "timed before\nand after the systems, moved by only a few percent between the "
+@claim("results-learner-keeps-two-thirds",
+       {RESULTS: ("Inside the system it kept about two-thirds of a bare update loop's rate in "
+                  "this run,\nand over four-fifths with the explorers paused; the bare loop, "
+                  "timed before and after the\nsystems, moved by only a few percent between the "
                   "two",
-                  "hardly ever slept for want of work",
-                  "most of its samples were in the\nupdate itself, a smaller share between tasks "
-                  "(Ray handing it the next call) and small shares in\nwriting priorities back "
-                  "and publishing weights",
-                  "The learner-feed run below, on the same\nmachine in the same refresh, timed "
-                  "its own bare loop within a few percent of this one and found\nabout the same "
-                  "share",
-                  "Its run before (committed in a0fe2c1), on a machine whose bare loop was\nabout "
-                  "four times slower, kept more of its bare loop",
-                  "predicts the measured rate closely")},
+                  "one update took more CPU inside the\nsystem than in the bare loop",
+                  "the scheduler says the thread hardly ever slept",
+                  "falls short of the profiled rate\nby about the share py-spy put between tasks",
+                  "Drawing batches and writing priorities back are small shares",
+                  "The learner-feed run below, on the\nsame machine in the same refresh, timed "
+                  "its own bare loop within a few percent of this one and\nfound its default a "
+                  "little closer to the bare loop",
+                  "Its run committed in a0fe2c1, on a\nmachine whose bare loop was about four "
+                  "times slower, kept more of its bare loop")},
        "bench/results/overhead.json: the learner's ratios, the bare loops before and after and "
        "the profiled diagnostics; learner_feed.json's bare loop and default setting")
 def _(e):
@@ -49,27 +48,28 @@ def _(e):
     drift = d["bare_learner_drift"]["apex"]["after_over_before"]
     prof = d["apex_learner_profile"]
     sched, spy, one = prof["scheduler"], prof["py_spy"], prof["one_update_ms"]
-    between = spy["between tasks (idle)"]
-    small = spy["priorities written back"], spy["publishing weights"]
-    predicted = sched["on_a_core"] * spy["update (torch)"] / one["cpu"] * 1e3
+    between, update = spy["between tasks (idle)"], spy["update (torch)"]
+    small = spy["sampling its replay buffer"], spy["priorities written back"]
+    predicted = sched["on_a_core"] * update / one["cpu"] * 1e3
+    unplaced = update / (update + between)            # the estimate's shortfall, if unplaced
     same = learner["bare_updates_s"] / feed["bare_updates_s"]
     feed_default = e.row(feed["summary"], setting="default")["ratio"]
     before = LEARNER_FEED_BEFORE
     slower = learner["bare_updates_s"] / before["bare"]
-    ok = (0.55 <= learner["ratio"] <= 0.67 and 0.65 <= paused <= 0.78 and abs(drift - 1) <= 0.05
-          and sched["sleeping"] < 0.05 and spy["update (torch)"] > 0.5
-          and max(small) < between < spy["update (torch)"] and max(small) < 0.1
-          and abs(same - 1) <= 0.05 and abs(feed_default - learner["ratio"]) <= 0.05
-          and 3 <= slower <= 5 and before["default"] / before["bare"] > feed_default
-          and abs(predicted / prof["updates_s"] - 1) <= 0.15)
+    ok = (0.6 <= learner["ratio"] <= 0.72 and 0.8 <= paused < 1.0 and abs(drift - 1) <= 0.05
+          and one["cpu"] > 1e3 / learner["bare_updates_s"] and sched["sleeping"] < 0.05
+          and between > 0.1 and max(small) < 0.1
+          and abs(predicted / prof["updates_s"] - unplaced) <= 0.05
+          and abs(same - 1) <= 0.05 and 0.0 < feed_default - learner["ratio"] <= 0.1
+          and 3 <= slower <= 5 and before["default"] / before["bare"] > feed_default)
     return holds(ok, f"keeps {learner['ratio']:.2f}, paused {paused:.2f}; bare after / before "
-                     f"{drift:.3f}; asleep {sched['sleeping']:.0%}; update "
-                     f"{spy['update (torch)']:.0%}, between tasks {between:.0%}, priorities and "
-                     f"publishing {small}; bare here / learner_feed's {same:.2f}, its default "
-                     f"kept {feed_default:.2f}; bare here / the run before's {slower:.1f}, which "
-                     f"kept {before['default'] / before['bare']:.2f}; predicted {predicted:.0f} "
-                     f"against "
-                     f"{prof['updates_s']:.0f} updates/s")
+                     f"{drift:.3f}; one update {one['cpu']:.2f} CPU ms against the bare loop's "
+                     f"{1e3 / learner['bare_updates_s']:.2f}; asleep {sched['sleeping']:.0%}; "
+                     f"update {update:.0%}, between tasks {between:.0%}, drawing and priorities "
+                     f"{small}; estimate / profiled {predicted / prof['updates_s']:.2f} against "
+                     f"update / (update + between) {unplaced:.2f}; bare here / learner_feed's "
+                     f"{same:.2f}, its default kept {feed_default:.2f}; bare here / the run "
+                     f"before's {slower:.1f}, which kept {before['default'] / before['bare']:.2f}")
 
 
 @claim("results-cheap-priorities-and-evaluations",
@@ -112,35 +112,43 @@ def _(e):
                  f"system / one process {system:.2f}; per setting {feed}")
 
 
-@claim("results-learner-feed-short-of-target",
-       {RESULTS: ("No setting reaches the 0.8 target on this machine: every setting's median "
-                  "keeps\nabout two-thirds of the bare loop, and pinning the learner or publishing "
-                  "less moves it by\nhundredths",
-                  "The runs of one setting stay within a few hundredths of each other",
+@claim("results-learner-feed-draws-ahead",
+       {RESULTS: ("Against the learner as it was, in the same run and taking turns, the "
+                  "default keeps a clearly\nlarger share of the bare loop, and the whole system "
+                  "spends clearly less CPU per update, now about\nwhat one process doing the "
+                  "same work spends.",
+                  "It still falls short of the 0.8 target on this\nmachine, and pinning the "
+                  "learner moves it by hundredths.",
+                  "The runs of one setting stay within a\nfew hundredths of each other",
                   "none came out faster than the bare loop",
-                  "had every setting's median at or above the target, with the runs of one\n"
+                  "had every setting's median at or above the target, with the\nruns of one "
                   "setting differing by up to half the bare rate",
-                  "the same learner comes much closer to its reference")},
-       "bench/results/learner_feed.json's settings and runs, the run before it (committed in "
-       "a0fe2c1, tests/test_claims.py), and overhead.json's learner rows")
+                  "with the explorers paused the learner reaches the target's\nshare")},
+       "bench/results/learner_feed.json's settings and runs, the run committed in a0fe2c1 "
+       "(tests/test_claims.py), and overhead.json's learner with the explorers paused")
 def _(e):
     feed = e.bench("learner_feed")
-    rows = {r["setting"]: r["ratio"] for r in feed["summary"]}
+    rows = {r["setting"]: r for r in feed["summary"]}
+    default, was, pinned = rows["default"], rows["as before"], rows["pin_learner"]
     per_setting = {}
     for run in feed["runs"]:
         per_setting.setdefault(run["setting"], []).append(run["ratio"])
     spread = max(max(v) - min(v) for v in per_setting.values())
-    medians = max(rows.values()) - min(rows.values())
     fastest = max(max(v) for v in per_setting.values())
     before = LEARNER_FEED_BEFORE
-    learner = e.bench("overhead")["apex"]
-    local = learner["learner_vs_local_replay"]["ratio"]
-    ok = (max(rows.values()) < 0.8 and 0.55 <= min(rows.values()) and medians < 0.1
-          and spread < 0.1 and fastest < 1.0 and before["default"] / before["bare"] >= 0.8
-          and 0.4 <= before["widest_spread"] <= 0.6
-          and local >= learner["learner"]["ratio"] + 0.15)
-    return holds(ok, f"learner / bare per setting {rows}; widest spread of one setting's runs "
-                     f"{spread:.2f}, fastest run {fastest:.2f}; the run before's default kept "
-                     f"{before['default'] / before['bare']:.2f}, its widest spread "
-                     f"{before['widest_spread']}; against one process sampling "
-                     f"its own buffer {local:.2f}")
+    learner = e.bench("overhead")["apex"]["learner"]
+    paused = (e.bench("overhead")["diagnostics"]["apex_learner_explorers_paused"]["updates_s"]
+              / learner["bare_updates_s"])
+    ok = (0.6 <= default["ratio"] < 0.8 and default["ratio"] >= was["ratio"] + 0.08
+          and default["cpu_ms_per_update"] <= 0.85 * was["cpu_ms_per_update"]
+          and default["cpu_vs_one_process"] <= 1.1 and abs(pinned["ratio"] - default["ratio"])
+          < 0.05 and spread < 0.1 and fastest < 1.0
+          and before["default"] / before["bare"] >= 0.8 and 0.4 <= before["widest_spread"] <= 0.6
+          and paused >= 0.8)
+    return holds(ok, f"learner / bare: default {default['ratio']:.2f}, as before "
+                     f"{was['ratio']:.2f}, pinned {pinned['ratio']:.2f}; CPU ms per update "
+                     f"{default['cpu_ms_per_update']:.2f} against {was['cpu_ms_per_update']:.2f}"
+                     f" ({default['cpu_vs_one_process']:.2f} of one process); widest spread of "
+                     f"one setting's runs {spread:.2f}, fastest run {fastest:.2f}; the run "
+                     f"before's default kept {before['default'] / before['bare']:.2f}, its "
+                     f"widest spread {before['widest_spread']}; explorers paused {paused:.2f}")

@@ -51,16 +51,18 @@ def _(e):
 
 
 @claim("scaling-fastest-count-undecided",
-       {RESULTS: ("Which number of\nexplorers is fastest three seeds do not decide: in the "
-                  "medians one at `env_latency_ms=0` and\n`0.5`, two at `2`, four at `5`, and at "
-                  "every latency the fastest's range overlaps the\nrunner-up's",
-                  "at `env_latency_ms=5` four explorers needed about half as\nmany env steps "
-                  "again as two",
-                  "(at the highest latency four explorers needed about half as many env steps "
-                  "again as two)"),
-        FAQ: ("The benchmark's three seeds do not decide the fastest count: in its\nmedians it "
-              "was one explorer at `env_latency_ms=0.5`, two at `env_latency_ms=2` and four at\n"
-              "`env_latency_ms=5` (the seeds' ranges of the fastest and the runner-up overlap)")},
+       {RESULTS: ("Which number of explorers is fastest three seeds mostly do not decide: in the "
+                  "medians one at `env_latency_ms=0`, two at `0.5` and `2`, four at `5`; only at "
+                  "`2` were two explorers faster than every other count on every seed, and at "
+                  "the other latencies the fastest's range overlaps the runner-up's",
+                  "at `env_latency_ms=5` four explorers needed about a fifth more env steps "
+                  "than two",
+                  "(at the highest latency four explorers needed about a fifth more env steps "
+                  "than two)"),
+        FAQ: ("The benchmark's three seeds mostly do not decide the fastest count: in its "
+              "medians it was two explorers at `env_latency_ms=0.5` and `env_latency_ms=2` and "
+              "four at `env_latency_ms=5` (only at `env_latency_ms=2` did the fastest beat the "
+              "runner-up on every seed)")},
        "bench/results/scaling.json: the Ape-X variants by median time per latency, the ranges "
        "of the two fastest, and the env steps of two and four explorers at 5 ms")
 def _(e):
@@ -72,15 +74,16 @@ def _(e):
                         and second[1]["max_seconds"] >= first[1]["min_seconds"])
     five = _apex(_ladder(e)[5.0])
     steps = (five[4]["median_env_steps"], five[2]["median_env_steps"])
-    return holds(best == {0.0: 1, 0.5: 1, 2.0: 2, 5.0: 4} and all(overlap.values())
-                 and 1.35 <= steps[0] / steps[1] <= 1.7,
+    return holds(best == {0.0: 1, 0.5: 2, 2.0: 2, 5.0: 4}
+                 and overlap == {0.0: True, 0.5: True, 2.0: False, 5.0: True}
+                 and 1.1 <= steps[0] / steps[1] <= 1.3,
                  f"fastest number of explorers per latency: {best}; its range overlaps the "
                  f"runner-up's: {overlap}; env steps at 5 ms, four and two explorers: {steps}")
 
 
 @claim("scaling-bound-count-grows",
-       {RESULTS: "the bound's best count moves from one explorer to four",
-        FAQ: "the bound's best count moves from one\nexplorer to four",
+       {RESULTS: "the bound's best count moves from two explorers to four",
+        FAQ: "the bound's best count moves from two\nexplorers to four",
         "slides/05_apex.md": ("the\nbound's lowest point moves right as the env slows: the "
                               "slower the env, the more explorers it\ntakes to fill the waits")},
        "bench/results/scaling.json: the Ape-X row with the lowest bound, per latency")
@@ -88,7 +91,7 @@ def _(e):
     lowest = {lat: min(_apex(rows).items(), key=lambda kv: kv[1]["bound_s"])[0]
               for lat, rows in sorted(_ladder(e).items())}
     counts = list(lowest.values())
-    return holds(counts == sorted(counts) and counts[0] == 1 and counts[-1] == 4,
+    return holds(counts == sorted(counts) and counts[0] == 2 and counts[-1] == 4,
                  f"the count with the lowest bound per latency: {lowest}")
 
 

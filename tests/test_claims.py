@@ -199,7 +199,8 @@ def test_the_earlier_learner_feed_figures_are_that_commits_file():
 def test_the_earlier_rllib_figures_are_that_commits_file():
     """The rllib reading names the run before it."""
     from claims.results import RLLIB_BEFORE as before
-    cart = committed(before, "bench/results/rllib.json")["summary"][0]
-    assert cart["task"] == "CartPole-v1" and cart["rllib_reached"] == before["rllib_reached"]
+    cart, pend = committed(before, "bench/results/rllib.json")["summary"]
+    assert cart["task"] == "CartPole-v1" and cart["rllib_reached"] == before["dqn_reached"]
     steps = cart["rllib_median_env_steps"] / cart["ours_median_env_steps"]
-    assert round(steps, 2) == before["steps_vs_ours"]
+    assert round(steps, 2) == before["dqn_steps_vs_ours"]
+    assert pend["task"] == "Pendulum-v1" and pend["rllib_reached"] == before["sac_reached"]
