@@ -74,9 +74,9 @@ class ApexConfig(DistributedConfig, DQNSettings):
     num_workers: int = 4              # explorer actors (cheap: they wait while the learner works)
     num_envs: int = 4                 # envs each explorer steps as one batch (one forward pass)
     send_every: int = 200             # transitions per add: each add is a Ray call the learner's
-                                      # process serves beside its updates (50: ~0.05 slower)
+                                      # process serves beside its updates (bench/learner_feed.py)
     publish_every: int = 100          # learner updates between weight publications (explorers
-                                      # pull every 400 env steps, ~400 updates: 25 was wasted)
+                                      # pull every `pull_every` steps: more is never read)
     eps: float = 0.4                  # eps_i = eps^(1 + eps_alpha * i / (N-1))
     eps_alpha: float = 7.0            # how fast eps_i falls from explorer 0 to N-1
 

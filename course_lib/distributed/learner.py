@@ -121,9 +121,9 @@ class LearnerActor(ABC):
         alone (`bench/overhead.py` times both; `bench/learner_feed.py`, the system). The
         price, for a prioritized buffer: an update's new priorities reach the buffer up to
         `batches_per_draw - 1` updates late, and until then a transition whose priority is
-        high stays as likely to be drawn again. A few batches per draw keep most of the gain;
-        16 made Ape-X need more env steps to CartPole's goal in the few runs we tried, which
-        cost more time than the draws saved.
+        high stays as likely to be drawn again, so a large count can cost Ape-X more env steps
+        to its goal than the draws save. The default is a few, untested against env steps to
+        the goal by any benchmark here (`bench/learner_feed.py` measures only the speed).
         """
         infos: list[dict[str, Any]] = []
         while len(infos) < num_updates:

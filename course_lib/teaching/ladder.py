@@ -221,10 +221,18 @@ def _measure(ladder: Ladder, variant: str, alone, run) -> None:
     variant), both mapping (latency_ms, steps) to (steps played, seconds): its env steps/s at
     each latency, the median of three runs that together last about `cfg.seconds` (as many
     steps as the bound says fit), and its time per env step, the fastest of every run of
-    `alone` at 0 ms (the bound is a best case; a busy machine only slows a run down)."""
+    `alone` at 0 ms (the bound is a best case; a busy machine only slows a run down).
+
+    Each run at 0 ms is sized from the fastest rate seen so far, not from the warm-up alone:
+    an explorer's run ends by waiting for its last batch to be stored (a Ray round trip), so
+    a warm-up slowed by a busy moment would size every run so short that this fixed wait
+    passes for CPU time per step, and the bound would come out below what the explorers do."""
     cfg, cores = ladder.cfg, ladder.cores
-    played, seconds = alone(0.0, 20)                        # warm-up, and a first guess
-    zero = [alone(0.0, math.ceil(cfg.seconds / 3 * played / seconds)) for _ in range(3)]
+    zero = [alone(0.0, 100)]                                # warm-up, and a first guess
+    for _ in range(3):
+        fastest = max(played / seconds for played, seconds in zero)
+        zero.append(alone(0.0, math.ceil(cfg.seconds / 3 * fastest)))
+    zero = zero[1:]                                         # the warm-up is not a measurement
     guess_ms = min(1000 * s / p for p, s in zero)
     k = ladder.envs_per_worker if variant == "workers" else 1
     points = [[run(latency, math.ceil(cfg.seconds / 3 * amdahl_bound(
