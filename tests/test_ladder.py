@@ -4,11 +4,14 @@ of rates is at 20 ms, where the waits, not the CPU, set the pace, so it holds on
 too."""
 
 import math
+from types import SimpleNamespace
 
 import matplotlib
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
+import course_lib.teaching.ladder as ladder_module
 from course_lib.teaching.ladder import (
     VARIANTS,
     Ladder,
@@ -120,3 +123,38 @@ def test_the_plot_draws_a_point_line_and_a_bound_per_variant():
     assert [list(line.get_ydata()) for line in lines[:6]] == [[1000.0, 100.0], [2000.0, 200.0]] * 3
     assert [line.get_color() for line in lines[:2]] == [lines[0].get_color()] * 2   # a pair
     assert lines[1].get_linestyle() == "--"
+
+
+def _try(n, seconds, reached, quick=False):
+    return {"try": n, "num_workers": 2, "num_envs": 4, "send_every": 200, "replay_ratio": 8.0,
+            "latency_ms": 2.0, "quick": quick, "predicted_s": 9.5, "reached": reached,
+            "seconds": seconds, "env_steps": 30_000}
+
+
+def test_the_leaderboard_ranks_reached_tries_first_and_marks_a_capped_median(monkeypatch):
+    """The capstone's table: tries that reached 475 first, fastest first; beside them the
+    committed ladder, where a median whose runs stopped at the cap is a lower bound (≥)."""
+    rung = {"dqn": {"median_seconds": 104.0, "median_seconds_exact": False},
+            "apex-2": {"median_seconds": 19.6, "median_seconds_exact": True}}
+    monkeypatch.setattr(ladder_module, "committed_rung", lambda latency_ms: rung)
+    text = ladder_module.leaderboard([_try(1, 30.0, False), _try(2, 25.0, True),
+                                      _try(3, 12.0, False, quick=True), _try(4, 21.0, True)])
+    rows = [line.split()[0] for line in text.splitlines()[1:5]]
+    assert rows == ["4", "2", "3", "1"]
+    assert text.splitlines()[3].endswith("quick run") and text.splitlines()[4].endswith("no")
+    assert "apex-2 20 s, dqn ≥104 s" in text
+    labels = [line.get_label() for line in plt.gca().get_lines()]
+    assert "ladder dqn ≥" in labels and "ladder apex-2" in labels
+
+
+def test_a_try_is_kept_with_its_choices_and_how_it_ended(tmp_path):
+    cfg = SimpleNamespace(num_workers=3, num_envs=4, send_every=200, replay_ratio=8.0,
+                          env_latency_ms=2.0, target_return=475.0)
+    result = SimpleNamespace(last={"time_s": 18.5, "env_steps": 41_000}, reached=True)
+    path = tmp_path / "results" / "tries.json"
+    ladder_module.record_try(cfg, result, {"predicted_s": 9.0}, path)
+    tries = ladder_module.record_try(cfg, result, {"predicted_s": 9.0}, path)
+    assert [t["try"] for t in tries] == [1, 2]
+    assert tries[0] == {"num_workers": 3, "num_envs": 4, "send_every": 200, "replay_ratio": 8.0,
+                        "try": 1, "latency_ms": 2.0, "quick": False, "predicted_s": 9.0,
+                        "reached": True, "seconds": 18.5, "env_steps": 41_000}
