@@ -53,6 +53,7 @@ import ray
 
 from bench.benchlib import Recording, parser, private_ray_tmp
 from bench.overhead import learner_window, run_for
+from bench.scaling_summary import explorers
 from course_lib import init_ray
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.dqn import DuelingQNet
@@ -163,8 +164,8 @@ def ladder_best(scaling: dict) -> dict[float, dict]:
     only counts whose every seed reached it) and every Ape-X row, by count."""
     best = {}
     for latency in scaling["meta"]["config"]["latencies_ms"]:
-        rows = {int(w["variant"][5:]): w for w in scaling["summary"]
-                if w["latency_ms"] == latency and w["variant"].startswith("apex-")
+        rows = {explorers(w["variant"]): w for w in scaling["summary"]
+                if w["latency_ms"] == latency and explorers(w["variant"])   # not apex-auto
                 and w["reached"] == w["seeds"]}
         if rows:
             n = min(rows, key=lambda k: rows[k]["median_seconds"])

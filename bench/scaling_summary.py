@@ -57,6 +57,8 @@ def summarise(runs: list[dict], costs: dict, cores: int) -> list[dict]:
                     f"max_{what}": max(values, default=None)}
         row |= {f"{stat}_seconds_exact": exact(row[f"{stat}_seconds"], mine)
                 for stat in ("median", "min", "max")}
+        if key[1].startswith("apex-") and not explorers(key[1]):   # chosen per run: which
+            row["explorers"] = [r.get("explorers") for r in mine]
         row["bound_s"] = (None if key[1] == "sb3"         # other code, other per-step costs
                           or row["median_env_steps"] is None  # no run got to an evaluation
                           else round(bound_s(layout(key[1], mine), key[0],
@@ -83,7 +85,7 @@ def check_targets(rows: list[dict]) -> dict:
     for latency, ref, goal in ((2.0, "dqn", 0.35), (2.0, "sb3", 0.35), (0.0, "dqn", 1.0)):
         if (latency, ref) not in measured:
             continue                              # a partial ladder: not checked
-        apex = [r for r in rows if r["latency_ms"] == latency and r["variant"].startswith("apex")
+        apex = [r for r in rows if r["latency_ms"] == latency and explorers(r["variant"])
                 and r["reached"] == r["seeds"] and f"seconds_vs_{ref}" in r]
         best = min(apex, key=lambda r: r["median_seconds"], default=None)
         value = best[f"seconds_vs_{ref}"] if best else None
@@ -92,6 +94,15 @@ def check_targets(rows: list[dict]) -> dict:
             "value": value, "variant": best["variant"] if best else None, "target": f"<= {goal}",
             "met": met, **({"note": f"undecided: {ref}'s median is a lower bound"}
                            if best and not met and best[f"seconds_vs_{ref}_is"] == "<=" else {})}
+    for auto in (r for r in rows if r["variant"] == "apex-auto"):
+        fixed = [r for r in rows if r["latency_ms"] == auto["latency_ms"]
+                 and explorers(r["variant"]) and r["reached"] == r["seeds"]]
+        best = min(fixed, key=lambda r: r["median_seconds"], default=None)
+        value = (round(auto["median_seconds"] / best["median_seconds"], 2)
+                 if best and auto["reached"] == auto["seeds"] else None)
+        targets[f"{auto['latency_ms']:g} ms: apex-auto time / best apex-N"] = {
+            "value": value, "variant": best["variant"] if best else None, "target": "<= 1.25",
+            "met": value is not None and value <= 1.25}
     return targets
 
 
@@ -185,7 +196,9 @@ def section(r: dict) -> str:
               f"{w[f'seconds_vs_{ref}']}" if f"seconds_vs_{ref}" in w else ""
               for ref in ("dqn", "sb3")]
         lines.append(
-            f"| {w['latency_ms']:g} | {w['variant']} | {w['reached']}/{w['seeds']} | "
+            f"| {w['latency_ms']:g} | {w['variant']}"
+            + (f" ({', '.join(map(str, w['explorers']))} explorers)" if w.get("explorers") else "")
+            + f" | {w['reached']}/{w['seeds']} | "
             f"{w.get('not_run', 0)} | {seconds_text(w, 'median')} [{seconds_text(w, 'min')}-"
             f"{seconds_text(w, 'max')}] | {bound} | {steps_text(w)} | "
             f"{cpu_text(w)} | {vs[0]} | {vs[1]} |")

@@ -64,6 +64,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _workers(text: str) -> int | str:
+    return text if text == "auto" else _positive_int(text)
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -83,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--algo", help=f"one of {', '.join(ALGORITHMS)} "
                        "(default: the checkpoint's with --restore, else apex)")
     train.add_argument("--env", help="gymnasium env id (default: the config's, CartPole-v1)")
-    train.add_argument("--num-workers", type=_positive_int, help="explorers / rollout workers")
+    train.add_argument("--num-workers", type=_workers,
+                       help="explorers / rollout workers; auto (apex): the count the scaling "
+                       "model picks from costs measured on this machine at start-up")
     train.add_argument("--stop", help='JSON, e.g. \'{"eval_return": 475, "env_steps": 100000, '
                        '"time_s": 600}\'; null switches one off. With --restore it replaces '
                        "the checkpoint's criteria; env_steps and time_s count the whole run")
@@ -214,6 +220,9 @@ def train(args) -> int:
         return 0
     stop = parse_stop(args.stop or "{}")
     overrides = parse_json_object(args.config, "--config")
+    if overrides.get("num_workers") == "auto":   # as --num-workers auto
+        args.num_workers = overrides.pop("num_workers")
+    auto = args.num_workers == "auto"
     meta = None
     if args.restore:
         try:
@@ -240,7 +249,10 @@ def train(args) -> int:
         if args.num_workers is not None:
             if not hasattr(cfg, "num_workers"):
                 raise UsageError(f"--num-workers: {algo_name} runs in a single process")
-            cfg = cfg.updated({"num_workers": args.num_workers})
+            if auto and algo_name != "apex":
+                raise UsageError(f"--num-workers auto sizes Ape-X's explorers only; give "
+                                 f"--algo {algo_name} a number of workers")
+            cfg = cfg.updated({"num_workers": cfg.num_workers if auto else args.num_workers})
         cfg = cfg.updated({**overrides, **stop})
         cfg.check()                              # settings that would fail later, now
     except ValueError as err:
@@ -250,6 +262,11 @@ def train(args) -> int:
                          "eval_return, env_steps, time_s")
     check_env_id(cfg.env_id)                     # also when --config set it
     make_checked_env(cfg.env_id, algorithm).close()
+    if auto:                                     # about a second: play and train here, alone
+        from course_lib.sizing import auto_explorers
+
+        cfg, choice = auto_explorers(cfg)
+        print(f"--num-workers auto: {choice.reason}")
     checkpoint = None
     if meta is not None:
         try:

@@ -28,16 +28,18 @@ the one bound the workbook draws: `bench/scaling.py` beside the time to 475, and
 nothing to win; an env whose cost is paid elsewhere is where N explorers pay, until the
 learner or the cores are busy.
 
-`choose_explorers` turns the model into a count (what `num_workers="auto"` is to use), and
-`measure_costs` measures c_x, L, c_u and c_r in about a second in this process, as a trainer
-would at start-up. The replay ratio decides everything: at the workbook's RR = 16 one CPU
-learner keeps only a few explorers busy; changing RR is an algorithmic variant, not a tuning.
+`choose_explorers` turns the model into a count, `measure_costs` measures c_x, L, c_u and c_r
+in about a second in this process, and `auto_explorers` does both for a config: what the
+command line's `--num-workers auto` runs before it starts the trainer. The replay ratio
+decides everything: at the workbook's RR = 16 one CPU learner keeps only a few explorers busy;
+changing RR is an algorithmic variant, not a tuning.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -151,7 +153,7 @@ def choose_explorers(costs: StepCosts, replay_ratio: float, batch_size: int, cor
              "learner" if learner_s <= cpu_s else "cores")
     t = throughput(costs, count, envs, u, cores)
     each = (f"each explorer gives {r_e:,.0f} transitions/s ({costs.act_ms:.3f} ms of CPU, "
-            f"{costs.latency_ms:g} ms wait per step of {envs} envs)")
+            f"{costs.latency_ms:.3g} ms wait per step of {envs} envs)")
     takes = (f"the learner takes {learner_s:,.0f}/s ({capacity:,.0f} updates/s at replay "
              f"ratio {replay_ratio:g}, batch {batch_size})")
     reason = {"learner": f"{count} explorer(s): {each}; {takes}, N* = {capacity / u / r_e:.2f}",
@@ -240,3 +242,15 @@ def _learner_costs(cfg, seconds: float, played: dict, dims: tuple[int, int]) -> 
         updates.append(t2 - t1)
         replays.append(t1 - t0 + t3 - t2)
     return 1000 * float(np.median(updates[2:])), 1000 * float(np.median(replays[2:]))
+
+
+def auto_explorers(cfg, seconds: float = 1.0, cores: int | None = None):
+    """(`cfg` with `num_workers` set to the model's count, the `ExplorerChoice` that says why),
+    from costs measured now on this machine (`measure_costs`, about `seconds`): its env at
+    `env_latency_ms`, its `num_envs`, `replay_ratio` and `batch_size`, and `cores` (default:
+    this machine's, which is what a local run shares; on a cluster, explorers on other nodes
+    would add cores the model does not count, so give a number there)."""
+    costs = measure_costs(cfg, seconds)
+    choice = choose_explorers(costs, cfg.replay_ratio, cfg.batch_size, cores or os.cpu_count()
+                              or 1, cfg.num_envs)
+    return cfg.updated({"num_workers": choice.count}), choice

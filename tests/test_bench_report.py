@@ -586,7 +586,8 @@ def test_the_ladder_floors_a_repeatable_reference_from_the_env_steps_it_took():
     assert scaling.budget_for("dqn", 2.0, latencies, 45.0, quick=False)["max_time_s"] == 45.0
     assert scaling.budget_for("apex-2", 0.0, latencies, 45.0, quick=False)["max_time_s"] == 45.0
     assert scaling.budget_for("sb3", 0.0, latencies, 45.0, quick=True) == scaling.QUICK
-    assert list(scaling.VARIANTS) == ["dqn", "sb3", "vec-8", "apex-1", "apex-2", "apex-4"]
+    assert list(scaling.VARIANTS) == ["dqn", "sb3", "vec-8", "apex-1", "apex-2", "apex-4",
+                                      "apex-auto"]
 
 
 def test_a_variant_whose_explorer_count_is_chosen_at_start_up_is_one_line(monkeypatch):
@@ -610,16 +611,30 @@ def test_a_variant_whose_explorer_count_is_chosen_at_start_up_is_one_line(monkey
             progress(row)
             return SimpleNamespace(last=row, stopped_by="eval_return")
 
-    monkeypatch.setitem(scaling.VARIANTS, "apex-auto", scaling.Variant(
-        Chosen, lambda latency_ms: {"num_workers": 4 if latency_ms >= 2 else 1}))
+    def chosen_in_a_while(latency_ms):
+        time.sleep(0.3)                        # measuring costs takes time: the run's time
+        return {"num_workers": 4 if latency_ms >= 2 else 1}
+
+    monkeypatch.setitem(scaling.VARIANTS, "apex-auto", scaling.Variant(Chosen, chosen_in_a_while))
     r = scaling.run_one("apex-auto", 5.0, 0, {**scaling.FULL, "max_time_s": 45.0})
     assert seen[0].num_workers == 4 and seen[0].env_latency_ms == 5.0
-    assert (r["reached"], r["env_steps"], r["seconds"], r["explorers"]) == (True, 20_000, 12.3, 4)
+    assert (r["reached"], r["env_steps"], r["explorers"]) == (True, 20_000, 4)
+    assert 12.6 <= r["seconds"] < 14.0
+    # the ladder's own apex-auto: the command line's `--num-workers auto` (sizing.auto_explorers)
+    from course_lib import sizing
+
+    monkeypatch.setattr(sizing, "measure_costs", lambda cfg, seconds: sizing.StepCosts(
+        act_ms=0.05, update_ms=1.0, replay_ms=0.2, latency_ms=cfg.env_latency_ms))
+    assert scaling.auto_count(2.0) == {"num_workers": 2}      # the learner binds at 2
+    assert scaling.auto_count(20.0)["num_workers"] > 2        # a slower env: more explorers
     costs = {"act_ms": 0.2, "update_ms": 1.2, "updates_per_transition": 0.25,
              "envs_per_explorer": 4}
     [row] = summary.summarise([{"latency_ms": 5.0, "variant": "apex-auto", "seed": 0, **r}],
                               costs, 2)
     assert row["bound_s"] == round(summary.bound_s("apex-4", 5.0, 20_000, costs, 2), 1)
+    assert row["explorers"] == [4]                          # the RESULTS.md row says which
+    assert "| 5 | apex-auto (4 explorers) | 1/1 |" in summary.section(
+        {"costs": costs, "summary": [row], "meta": _meta({})})
 
 
 def test_a_ladder_run_capped_before_its_first_evaluation_is_a_lower_bound(monkeypatch):
@@ -793,6 +808,7 @@ def test_the_model_bench_reads_the_ladder_plans_the_paper_cluster_and_renders_it
     """bench/model.py from canned JSON: the ladder's best counts, the readings of agreement,
     the shard plan by hand, and its RESULTS.md section."""
     model = _bench_module("model")
+    summary = _bench_module("scaling_summary")
 
     def rung(n, seconds, low, high, reached=3):
         return {"latency_ms": 2.0, "variant": f"apex-{n}", "reached": reached, "seeds": 3,
@@ -801,10 +817,14 @@ def test_the_model_bench_reads_the_ladder_plans_the_paper_cluster_and_renders_it
     scaling = {"meta": {"config": {"latencies_ms": [2.0]}},
                "summary": [rung(1, 30.0, 25.0, 40.0), rung(2, 20.0, 18.0, 26.0),
                            rung(4, 10.0, 9.0, 11.0, reached=2),     # a seed missed: left out
+                           rung("auto", 15.0, 14.0, 16.0),          # a count chosen per run
                            {"latency_ms": 2.0, "variant": "dqn", "reached": 3, "seeds": 3,
                             "median_seconds": 5.0}]}
     best = model.ladder_best(scaling)[2.0]
     assert best["count"] == 2 and sorted(best["rows"]) == [1, 2]
+    targets = summary.check_targets(scaling["summary"])
+    assert targets["2 ms: apex-auto time / best apex-N"] == {
+        "value": 0.75, "variant": "apex-2", "target": "<= 1.25", "met": True}
     assert model.count_reading(2, 2, best["rows"]) == "the same count"
     assert "overlap" in model.count_reading(1, 2, best["rows"])            # 25 <= 26
     assert "no run of 4 explorers that reached" in model.count_reading(4, 2, best["rows"])

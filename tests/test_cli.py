@@ -418,3 +418,42 @@ def test_end_to_end_apex_run_in_quick_mode(tmp_path, capsys, ray_local):
     out = capsys.readouterr().out
     assert out.startswith(f"apex CartPole-v1 {checkpoints[-1].name} (weights version "
                           f"{meta['weights_version']}, ")
+
+
+@pytest.mark.parametrize("args", [["--num-workers", "auto"],
+                                  ["--config", '{"num_workers": "auto"}']],
+                         ids=["flag", "config"])
+def test_auto_workers_start_the_count_the_model_picks_and_say_why(
+        capsys, monkeypatch, tmp_path, args):
+    """`--num-workers auto` measures the costs (here: fixed ones where the learner binds at 2
+    explorers), prints the model's reason, and the run starts with that count."""
+    from course_lib import sizing
+    from course_lib.apex import ApexTrainer
+
+    monkeypatch.setattr(sizing, "measure_costs", lambda cfg, seconds: sizing.StepCosts(
+        act_ms=0.05, update_ms=1.0, replay_ms=0.2, latency_ms=2.0))
+    started = []
+
+    def no_training(cfg, **kwargs):
+        started.append(cfg)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ApexTrainer, "train", no_training)
+    code = cli.main(["train", "--algo", "apex", "--results-dir", str(tmp_path), *args])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_INTERRUPTED and [cfg.num_workers for cfg in started] == [2]
+    assert out.startswith("--num-workers auto: 2 explorer(s): each explorer gives 1,818 ")
+    [run] = tmp_path.iterdir()
+    assert json.loads((run / "params.json").read_text())["config"]["num_workers"] == 2
+
+
+@pytest.mark.parametrize("args", [["--num-workers", "auto"],
+                                  ["--config", '{"num_workers": "auto"}']],
+                         ids=["flag", "config"])
+def test_auto_workers_are_for_ape_x_only(capsys, tmp_path, args):
+    assert cli.main(["train", "--algo", "sac", "--results-dir", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: --num-workers auto sizes Ape-X's explorers only; give --algo sac a "
+                   "number of workers\n") and not list(tmp_path.iterdir())
+    assert cli.main(["train", "--num-workers", "some"]) == 2
+    assert "--num-workers: must be a positive integer, got 'some'" in capsys.readouterr().err

@@ -123,3 +123,28 @@ def test_the_start_up_measurement_reads_each_cost_and_the_latency_the_envs_wait(
     assert fast.latency_ms < costs.latency_ms / 4
     choice = choose_explorers(costs, cfg.replay_ratio, cfg.batch_size, 2, cfg.num_envs)
     assert choice.count >= 1 and choice.reason.startswith(f"{choice.count} explorer(s)")
+
+
+#: costs where the learner binds: r_e = 4 / (2 + 4 x 0.05) ms = 1,818/s, U = 1 / 1.2 ms = 833/s,
+#: u = 16 / 64, so the learner takes 3,333/s and N* = 1.83: 2 explorers (on 1 core or more)
+LEARNER_BOUND = StepCosts(act_ms=0.05, update_ms=1.0, replay_ms=0.2, latency_ms=2.0)
+
+
+def test_auto_sets_the_models_count_from_the_costs_it_measures(monkeypatch):
+    from course_lib import sizing
+    from course_lib.apex import ApexConfig
+
+    measured = []
+    monkeypatch.setattr(sizing, "measure_costs",
+                        lambda cfg, seconds: measured.append(cfg) or LEARNER_BOUND)
+    cfg = ApexConfig().updated({"env_latency_ms": 2.0, "num_workers": 7})
+    auto, choice = sizing.auto_explorers(cfg, cores=2)
+    assert measured == [cfg]                     # measured as configured: its envs and latency
+    assert choice.count == auto.num_workers == 2 and choice.bound == "learner"
+    assert auto.updated({"num_workers": 7}) == cfg   # nothing else changed
+    assert sizing.auto_explorers(cfg.updated({"replay_ratio": 4.0}), cores=2)[0].num_workers == 7
+
+
+def test_the_reason_prints_a_tiny_wait_as_a_number_a_reader_takes_in():
+    costs = StepCosts(act_ms=0.05, update_ms=1.0, replay_ms=0.2, latency_ms=9.99993e-05)
+    assert "0.0001 ms wait per step of 4 envs" in choose_explorers(costs, 16, 64, 2, 4).reason
