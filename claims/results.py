@@ -229,8 +229,10 @@ def _(e):
               "beyond that noise",
         RESULTS: ("Every run under chaos reached its goal, and its checkpoint held the goal on "
                   "fresh\nepisodes.",
-                  "no chaos run was slower: the\nSAC runs took about as long, and every Ape-X run "
-                  "under chaos was faster, by a quarter or more",
+                  "two of the three Ape-X runs under chaos took a fifth\nto a third longer and "
+                  "the third was faster, and two SAC runs took as long and the third about a\n"
+                  "fifth longer",
+                  "every count here is a few dozen at most, well inside it",
                   "a count below\nzero, even one of more than a hundred, means that nothing was "
                   "lost beyond that noise",
                   "restarts can be one\nfewer than kills")},
@@ -245,9 +247,12 @@ def _(e):
     in_flight = cfg.num_workers * (cfg.worker_chunk + cfg.num_envs * cfg.n_step)
     apex = [r["ratio"] for r in rows if r["task"].startswith("apex")]
     sac = [r["ratio"] for r in rows if r["task"].startswith("sac")]
-    ok = (all(r["reached"] and r["holds"] for r in rows) and max(ratios) <= 1.05
-          and all(abs(x - 1) <= 0.05 for x in sac) and max(apex) <= 0.8
-          and min(negative, default=0) < -100 and all(x > -in_flight for x in negative)
+    slower = sorted(x for x in apex if x > 1)
+    ok = (all(r["reached"] and r["holds"] for r in rows)
+          and len(slower) == 2 and 1.15 <= slower[0] and slower[-1] <= 1.35 and min(apex) < 1
+          and sorted(abs(x - 1) <= 0.05 for x in sac) == [False, True, True]
+          and 1.15 <= max(sac) <= 1.25
+          and in_flight > 100 and all(abs(r["lost"]) <= 50 for r in rows)
           and all(r["kills"] - 1 <= r["restarts"] <= r["kills"] for r in rows))
     return holds(ok, f"reached and held: {all(r['reached'] and r['holds'] for r in rows)}; "
                      f"time / unkilled {min(ratios)}-{max(ratios)}; negative losses {negative}; "
@@ -272,9 +277,10 @@ def _(e):
 @claim("results-model-count-holds-rate-bound",
        {RESULTS: ("The model's count is the ladder's best at the lowest latency and within one "
                   "explorer at `env_latency_ms=0.5` and `2` (one against two, and three against "
-                  "two; the ladder runs no three). At `5` it says six, against the ladder's four",
+                  "two; of the ladder's rows only `apex-auto`, which is this model's choice, ran "
+                  "three). At `5` it says six, against the ladder's four",
                   "the ladder's costs still give other counts at the three\nhigher latencies "
-                  "(two, four and eight): its acting cost over one and a half times this run's\n"
+                  "(two, four and nine): its acting cost over one and a half times this run's\n"
                   "per step",
                   "Its learner rate is within the model's tolerance at every latency, lowest at "
                   "`env_latency_ms=2`, where the learner ran at about four-fifths of its costs' "
@@ -289,10 +295,14 @@ def _(e):
     rates = {k: r["measured_updates_s"] / r["predicted_updates_s"] for k, r in rungs.items()}
     ok_rates = sorted(k for k, r in rungs.items() if r["rate_ok"])
     theirs = [rungs[k]["model_count_ladder_costs"] for k in other]
+    threes = {r["variant"]: r["explorers"] for r in ladder["runs"]
+              if r["latency_ms"] == 2.0 and r.get("explorers") == 3}
     return holds(counts == {0.0: (1, 1), 0.5: (1, 2), 2.0: (3, 2), 5.0: (6, 4)}
-                 and other == [0.5, 2.0, 5.0] and theirs == [2, 4, 8] and 1.5 < acting < 2
+                 and list(threes) == ["apex-auto"]
+                 and other == [0.5, 2.0, 5.0] and theirs == [2, 4, 9] and 1.5 < acting < 2
                  and ok_rates == [0.0, 0.5, 2.0, 5.0] and rates[2.0] == min(rates.values())
                  and 0.75 <= rates[2.0] <= 0.85,
-                 f"(model, ladder) counts {counts}; the ladder's costs give other counts at "
+                 f"(model, ladder) counts {counts}; rows that ran 3 explorers at 2 ms "
+                 f"{list(threes)}; the ladder's costs give other counts at "
                  f"{other} ms; acting, ladder / model {acting:.2f}; rates within 20% at "
                  f"{ok_rates} ms, 2 ms measured / predicted {rates[2.0]:.2f}")

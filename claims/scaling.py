@@ -17,14 +17,15 @@ def _ladder(e) -> dict[float, dict[str, dict]]:
 
 
 def _apex(rows: dict[str, dict]) -> dict[int, dict]:
-    return {int(v.split("-")[1]): r for v, r in rows.items() if v.startswith("apex-")}
+    """{N: row} of the fixed counts, apex-N (apex-auto chose its count per run)."""
+    return {int(n): r for v, r in rows.items() for name, _, n in [v.partition("-")]
+            if name == "apex" and n.isdigit()}
 
 
 @claim("scaling-apex-pulls-ahead",
        {RESULTS: ("every Ape-X variant pulls further ahead of single-process DQN,\nand is ahead "
-                  "of SB3's DQN at every latency above zero (one explorer and `vec-8` each missed "
-                  "the\ncap on one seed at `env_latency_ms=5`; their medians are still measured "
-                  "times)"),
+                  "of SB3's DQN at every latency above zero (`vec-8` missed the cap on one seed "
+                  "at\n`env_latency_ms=5`; its median is still a measured time)"),
         FAQ: "as\nevery env step is made to wait (`env_latency_ms`), explorers pull ahead"},
        "bench/results/scaling.json: each Ape-X variant's time / DQN's and / SB3's, latency by "
        "latency, where the ratio is decided (measured, or an upper bound)")
@@ -44,7 +45,7 @@ def _(e):
                     if v not in ("dqn", "sb3") and r["reached"] < r["seeds"])
     exact = all(ladder[lat][v]["median_seconds_exact"] for lat, v in missed)
     return holds(falling and ahead and not undecided
-                 and missed == [(5.0, "apex-1"), (5.0, "vec-8")] and exact,
+                 and missed == [(5.0, "vec-8")] and exact,
                  f"decided time / DQN's per variant: {series}; every decided ratio to SB3's "
                  f"above 0 ms below 1: {ahead}; undecided: {undecided}; rows that missed the cap "
                  f"on a seed: {missed}, their medians measured: {exact}")
@@ -53,15 +54,15 @@ def _(e):
 @claim("scaling-fastest-count-undecided",
        {RESULTS: ("Which number of explorers is fastest three seeds mostly do not decide: in the "
                   "medians one at `env_latency_ms=0`, two at `0.5` and `2`, four at `5`; only at "
-                  "`2` were two explorers faster than every other count on every seed, and at "
+                  "`0.5` were two explorers faster than every other count on every seed, and at "
                   "the other latencies the fastest's range overlaps the runner-up's",
-                  "at `env_latency_ms=5` four explorers needed about a fifth more env steps "
-                  "than two",
-                  "(at the highest latency four explorers needed about a fifth more env steps "
-                  "than two)"),
+                  "at `env_latency_ms=5` four explorers needed about\nthree-fifths more env "
+                  "steps than two",
+                  "(at the highest latency four explorers needed about three-fifths more env "
+                  "steps than two)"),
         FAQ: ("The benchmark's three seeds mostly do not decide the fastest count: in its "
               "medians it was two explorers at `env_latency_ms=0.5` and `env_latency_ms=2` and "
-              "four at `env_latency_ms=5` (only at `env_latency_ms=2` did the fastest beat the "
+              "four at `env_latency_ms=5` (only at `env_latency_ms=0.5` did the fastest beat the "
               "runner-up on every seed)")},
        "bench/results/scaling.json: the Ape-X variants by median time per latency, the ranges "
        "of the two fastest, and the env steps of two and four explorers at 5 ms")
@@ -75,15 +76,15 @@ def _(e):
     five = _apex(_ladder(e)[5.0])
     steps = (five[4]["median_env_steps"], five[2]["median_env_steps"])
     return holds(best == {0.0: 1, 0.5: 2, 2.0: 2, 5.0: 4}
-                 and overlap == {0.0: True, 0.5: True, 2.0: False, 5.0: True}
-                 and 1.1 <= steps[0] / steps[1] <= 1.3,
+                 and overlap == {0.0: True, 0.5: False, 2.0: True, 5.0: True}
+                 and 1.5 <= steps[0] / steps[1] <= 1.7,
                  f"fastest number of explorers per latency: {best}; its range overlaps the "
                  f"runner-up's: {overlap}; env steps at 5 ms, four and two explorers: {steps}")
 
 
 @claim("scaling-bound-count-grows",
-       {RESULTS: "the bound's best count moves from two explorers to four",
-        FAQ: "the bound's best count moves from two\nexplorers to four",
+       {RESULTS: "the bound's best count moves from one explorer to four",
+        FAQ: "the bound's best count moves from one\nexplorer to four",
         "slides/05_apex.md": ("the\nbound's lowest point moves right as the env slows: the "
                               "slower the env, the more explorers it\ntakes to fill the waits")},
        "bench/results/scaling.json: the Ape-X row with the lowest bound, per latency")
@@ -91,16 +92,17 @@ def _(e):
     lowest = {lat: min(_apex(rows).items(), key=lambda kv: kv[1]["bound_s"])[0]
               for lat, rows in sorted(_ladder(e).items())}
     counts = list(lowest.values())
-    return holds(counts == sorted(counts) and counts[0] == 2 and counts[-1] == 4,
+    return holds(counts == sorted(counts) and counts[0] == 1 and counts[-1] == 4,
                  f"the count with the lowest bound per latency: {lowest}")
 
 
 @claim("scaling-four-explorers-most-cpu",
-       {RESULTS: "four explorers use the most CPU seconds of the Ape-X rows\nat every latency "
+       {RESULTS: "four explorers use the most CPU seconds of\nthe fixed counts at every latency "
                  "above zero",
-        FAQ: "four explorers use the most CPU seconds of the Ape-X rows at\nevery latency "
+        FAQ: "four explorers use the most CPU seconds of the fixed counts at\nevery latency "
              "above zero"},
-       "bench/results/scaling.json: the median CPU seconds of the Ape-X rows per latency")
+       "bench/results/scaling.json: the median CPU seconds of the fixed-count Ape-X rows per "
+       "latency")
 def _(e):
     most = {lat: max(_apex(rows).items(), key=lambda kv: kv[1]["median_cpu_s"])[0]
             for lat, rows in _ladder(e).items() if lat > 0}
@@ -108,15 +110,17 @@ def _(e):
 
 
 @claim("scaling-vec-ahead-only-at-low-latency",
-       {RESULTS: ("On two cores it is the fastest row at latency 0, and at `env_latency_ms=0.5` "
-                  "its median is below\nthe best Ape-X's, within the seeds' ranges; from `2` on "
-                  "the best Ape-X is ahead of it, by more at\n`5`"),
-        FAQ: "(on these two cores, as fast as the best Ape-X up to `env_latency_ms=0.5`)"},
-       "bench/results/scaling.json: vec-8 against every row at 0 ms and the best Ape-X above")
+       {RESULTS: ("On two cores it is level with the fastest Ape-X at latency 0 (the same median "
+                  "as one\nexplorer), and from `env_latency_ms=0.5` on the best Ape-X's median is "
+                  "ahead of it, within the\nseeds' ranges"),
+        FAQ: "(on these two cores, as fast as the best Ape-X at latency 0)"},
+       "bench/results/scaling.json: vec-8 against the fastest row at 0 ms and the best fixed "
+       "Ape-X count above")
 def _(e):
     ladder, seen = _ladder(e), {}
     zero = ladder[0.0]
-    fastest = min(zero, key=lambda v: zero[v]["median_seconds"]) == "vec-8"
+    level = zero["vec-8"]["median_seconds"] == min(r["median_seconds"] for r in zero.values()) \
+        == zero["apex-1"]["median_seconds"]
     for lat, rows in ladder.items():
         if lat > 0:
             best = min(_apex(rows).values(), key=lambda r: r["median_seconds"])
@@ -124,10 +128,9 @@ def _(e):
             seen[lat] = (round(vec["median_seconds"] / best["median_seconds"], 2),
                          vec["min_seconds"] <= best["max_seconds"]
                          and best["min_seconds"] <= vec["max_seconds"])
-    ok = (fastest and seen[0.5][0] < 1 and seen[0.5][1]
-          and 1 < seen[2.0][0] < seen[5.0][0])
-    return holds(ok, f"vec-8 fastest at 0 ms: {fastest}; vec-8 / best Ape-X per latency, and "
-                     f"whether their ranges overlap: {seen}")
+    ok = level and all(ratio > 1 and overlap for ratio, overlap in seen.values())
+    return holds(ok, f"vec-8 level with one explorer as the fastest at 0 ms: {level}; vec-8 / "
+                     f"best Ape-X per latency, and whether their ranges overlap: {seen}")
 
 
 @claim("scaling-level-at-latency-zero",
@@ -206,3 +209,34 @@ def _(e):
                                                                                         (5.0, 2))}
     return holds(all(m == ("<=", "<=") for m in marks.values()),
                  f"ratio marks (vs dqn, vs sb3): {marks}")
+
+
+@claim("scaling-auto-met-three-of-four",
+       {RESULTS: ("took the\nmodel's count, one explorer at `env_latency_ms=0` and `0.5`, three "
+                  "at `2`, six or seven at `5`",
+                  "it met the issue's target (at most a quarter\nslower) at three latencies of "
+                  "four and missed it at `0.5`",
+                  "the ladder's own\none-explorer row took about as long as it did, while two "
+                  "explorers needed less than half their\nenv steps",
+                  "its six or seven explorers needed the most env steps of any Ape-X row")},
+       "bench/results/scaling.json: apex-auto's runs (the explorers each chose), its targets, "
+       "and the Ape-X rows at 0.5 and 5 ms")
+def _(e):
+    scaling, ladder = e.bench("scaling"), _ladder(e)
+    chose = {}
+    for r in scaling["runs"]:
+        if r["variant"] == "apex-auto":
+            chose.setdefault(r["latency_ms"], set()).add(r["explorers"])
+    met = {k: t["met"] for k, t in scaling["targets"].items() if "apex-auto" in k}
+    half = ladder[0.5]
+    alike = half["apex-auto"]["median_seconds"] / half["apex-1"]["median_seconds"]
+    fewer = half["apex-2"]["median_env_steps"] / half["apex-1"]["median_env_steps"]
+    five = {v: r["median_env_steps"] for v, r in ladder[5.0].items() if v.startswith("apex-")}
+    return holds(chose == {0.0: {1}, 0.5: {1}, 2.0: {3}, 5.0: {6, 7}}
+                 and sorted(met.values()) == [False, True, True, True]
+                 and not met["0.5 ms: apex-auto time / best apex-N"]
+                 and 0.9 <= alike <= 1.1 and fewer < 0.5
+                 and max(five, key=five.get) == "apex-auto",
+                 f"explorers chosen per latency {chose}; targets {met}; at 0.5 ms auto / apex-1 "
+                 f"time {alike:.2f}, apex-2 / apex-1 env steps {fewer:.2f}; at 5 ms median env "
+                 f"steps {five}")
