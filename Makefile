@@ -225,10 +225,10 @@ bench: $(STAMP)
 fresh: $(STAMP)
 	$(BIN)/python scripts/fresh.py $(if $(REPORT),--report,)
 
-# Everything that goes stale, re-run from committed code (97 minutes, timed on a quiet 2-core
-# machine; the budget is in CONTRIBUTING.md): every benchmark, the RLlib profile notebook 07
-# prints, then every notebook in full mode (after the benchmarks: they print their results),
-# then the numbers of the decks and guides. It ends with `make fresh`, which must list nothing.
+# Everything that goes stale, re-run from committed code (97 minutes when last timed whole, on a
+# quiet 2-core machine; the budget is in CONTRIBUTING.md): every benchmark, the RLlib profile
+# notebook 07 prints, then every notebook in full mode (after the benchmarks: they print their
+# results), then the numbers of the decks and guides. It ends with `make fresh`, which must list nothing.
 refresh: $(STAMP)
 	$(BIN)/python -m bench.run_all
 	$(BIN)/python -m bench.rllib_profile

@@ -23,14 +23,15 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | matched      | parallel SAC, 64x64 and 256x256   | SB3 SAC with the same two networks |
 | stop_rule    | the stop rule on drawn returns,   | the rule before issue 36, same     |
 |              | the trainers' own functions       | runs and seeds                     |
-| scaling      | Ape-X, 1-4 explorers, slow envs   | DQN, SB3, 8 batched envs, Amdahl   |
+| scaling      | Ape-X, 1-4 explorers and auto,    | DQN, SB3, 8 batched envs, Amdahl   |
+|              | slow envs                         |                                    |
 | model        | the scaling model's best count    | the ladder's best count (committed |
 |              | and learner rate, per rung; 16    | scaling.json), Ape-X run at it     |
 |              | nodes on paper                    |                                    |
 | chaos        | Ape-X and SAC with their actors   | the same seeds unkilled; the goal, |
 |              | killed; a killed learner resumed  | its checkpoint on fresh episodes   |
 
-All of them took 74 minutes on a quiet 2-core machine, the scaling ladder 25 of them
+All of them take about 75 minutes on a quiet 2-core machine, the scaling ladder 28 of them
 (CONTRIBUTING.md, "A full refresh", has each one's time from its committed record).
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
 others still run. `--only NAME ...` runs those, and the report keeps the others' last JSON
