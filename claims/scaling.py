@@ -18,8 +18,9 @@ def _ladder(e) -> dict[float, dict[str, dict]]:
 
 def _apex(rows: dict[str, dict]) -> dict[int, dict]:
     """{N: row} of the fixed counts, apex-N (apex-auto chose its count per run)."""
-    return {int(n): r for v, r in rows.items() for name, _, n in [v.partition("-")]
-            if name == "apex" and n.isdigit()}
+    from bench.scaling_summary import explorers
+
+    return {explorers(v): r for v, r in rows.items() if explorers(v)}
 
 
 @claim("scaling-apex-pulls-ahead",

@@ -1,6 +1,7 @@
 """The bench scripts without long runs or Ray: RESULTS.md and figures from canned JSON, the RLlib
 race's contenders, and the SAC settings loop on a few Pendulum steps."""
 
+import dataclasses
 import importlib
 import math
 import time
@@ -622,9 +623,10 @@ def test_a_variant_whose_explorer_count_is_chosen_at_start_up_is_one_line(monkey
     assert 12.6 <= r["seconds"] < 14.0
     # the ladder's own apex-auto: the command line's `--num-workers auto` (sizing.auto_explorers)
     from course_lib import sizing
+    from tests.test_sizing import LEARNER_BOUND
 
-    monkeypatch.setattr(sizing, "measure_costs", lambda cfg, seconds: sizing.StepCosts(
-        act_ms=0.05, update_ms=1.0, replay_ms=0.2, latency_ms=cfg.env_latency_ms))
+    monkeypatch.setattr(sizing, "measure_costs", lambda cfg, seconds: dataclasses.replace(
+        LEARNER_BOUND, latency_ms=cfg.env_latency_ms))
     assert scaling.auto_count(2.0) == {"num_workers": 2}      # the learner binds at 2
     assert scaling.auto_count(20.0)["num_workers"] > 2        # a slower env: more explorers
     costs = {"act_ms": 0.2, "update_ms": 1.2, "updates_per_transition": 0.25,

@@ -429,9 +429,9 @@ def test_auto_workers_start_the_count_the_model_picks_and_say_why(
     explorers), prints the model's reason, and the run starts with that count."""
     from course_lib import sizing
     from course_lib.apex import ApexTrainer
+    from tests.test_sizing import LEARNER_BOUND
 
-    monkeypatch.setattr(sizing, "measure_costs", lambda cfg, seconds: sizing.StepCosts(
-        act_ms=0.05, update_ms=1.0, replay_ms=0.2, latency_ms=2.0))
+    monkeypatch.setattr(sizing, "measure_costs", lambda cfg, seconds: LEARNER_BOUND)
     started = []
 
     def no_training(cfg, **kwargs):

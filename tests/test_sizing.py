@@ -2,6 +2,7 @@
 from the costs (by hand, and against the committed ladder's best counts), and the start-up
 measurement of the costs. Nothing here compares a time with a target."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -146,5 +147,5 @@ def test_auto_sets_the_models_count_from_the_costs_it_measures(monkeypatch):
 
 
 def test_the_reason_prints_a_tiny_wait_as_a_number_a_reader_takes_in():
-    costs = StepCosts(act_ms=0.05, update_ms=1.0, replay_ms=0.2, latency_ms=9.99993e-05)
+    costs = dataclasses.replace(LEARNER_BOUND, latency_ms=9.99993e-05)
     assert "0.0001 ms wait per step of 4 envs" in choose_explorers(costs, 16, 64, 2, 4).reason
