@@ -181,7 +181,8 @@ def count_reading(model: int, best: int, rows: dict) -> str:
         return (f"the ladder's seeds at {model} and {best} explorers overlap: its medians "
                 "cannot tell these counts apart")
     if model not in rows:
-        return f"the ladder has no run of {model} explorers that reached 475 on every seed"
+        return (f"the ladder has no apex-{model} row (a fixed count of {model}) that reached "
+                "475 on every seed")
     return ("the ladder's time to 475 also counts env steps, which the explorers' eps "
             "spread changes with their number; the model counts throughput only")
 

@@ -89,7 +89,7 @@ from course_lib.sac import SACConfig, SACTrainer, make_learner as make_sac_learn
 TARGET = 0.8                     # distributed learner / bare learner, at least
 CPU_TARGET = 1.5                 # whole system's CPU per update / one process's, at most
 EXPLORERS = (1, 2, 4)
-FULL = {"bare_s": 5.0, "apex_s": 45.0, "explorers_s": 20.0, "sac_s": 40.0, "alone_s": 20.0,
+FULL = {"bare_s": 5.0, "apex_s": 30.0, "explorers_s": 20.0, "sac_s": 30.0, "alone_s": 20.0,
         "profile_s": 20.0}
 QUICK = {"bare_s": 1.5, "apex_s": 15.0, "explorers_s": 8.0, "sac_s": 15.0, "alone_s": 8.0,
          "profile_s": 6.0}

@@ -264,7 +264,7 @@ def bench_scaling(latencies, seeds, variants, quick: bool, cap_s: float = CAP_S,
                                                    quick))
                         runs.append({"latency_ms": latency, "variant": name, "seed": seed, **r,
                                      "process_s": round(clock.seconds, 1), "cpu": cpu})
-                        log(f"{latency:>4g} ms {name:>7} seed {seed}: " + (
+                        log(f"{latency:>4g} ms {name:>9} seed {seed}: " + (
                             f"not run, its floor {floor:.1f} s passes the {caps[latency]:g} s cap"
                             if r.get("floor") else
                             f"stopped at {r['seconds']:g} s, before its first evaluation"
@@ -346,7 +346,7 @@ def main() -> None:
     if args.add_to and Path(args.json).exists():
         result = merged(json.loads(Path(args.json).read_text()), result)
     for row in result["summary"]:
-        print(f"{row['latency_ms']:>4g} ms {row['variant']:>7}: {row['reached']}/{row['seeds']} "
+        print(f"{row['latency_ms']:>4g} ms {row['variant']:>9}: {row['reached']}/{row['seeds']} "
               f"reached, median {seconds_text(row, 'median')} s "
               f"[{seconds_text(row, 'min')}-{seconds_text(row, 'max')}], bound "
               f"{row['bound_s'] or math.nan:6.1f} s, {steps_text(row):>8} env steps, "

@@ -81,7 +81,12 @@ class Config:
     def check(self) -> None:
         """Refuse, in one line that names the key and its allowed values, a value outside the
         `LIMITS` of this class or any class above it (None passes: it switches a budget off;
-        a tuple's every item is checked). Subclasses add checks that involve several keys."""
+        a tuple's every item is checked). Subclasses add checks that involve several keys.
+        Types come first, so that a value built straight into the constructor
+        (`ApexConfig(num_workers="auto")`) is refused in the same one line as `updated`'s."""
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            _coerce(f.name, getattr(self, f.name), hints[f.name])
         limits: dict[str, str] = {}
         for klass in reversed(type(self).__mro__):
             limits.update(vars(klass).get("LIMITS", {}))
