@@ -829,7 +829,7 @@ def test_the_model_bench_reads_the_ladder_plans_the_paper_cluster_and_renders_it
         "value": 0.75, "variant": "apex-2", "target": "<= 1.25", "met": True}
     assert model.count_reading(2, 2, best["rows"]) == "the same count"
     assert "overlap" in model.count_reading(1, 2, best["rows"])            # 25 <= 26
-    assert "no run of 4 explorers that reached" in model.count_reading(4, 2, best["rows"])
+    assert "no apex-4 row (a fixed count of 4)" in model.count_reading(4, 2, best["rows"])
     assert model.rate_reading(100.0, {"updates_s": 90.0, "saturated": 1.0}, 2, 2) == \
         "within 20%"
     assert "eta here = 0.50" in model.rate_reading(100.0, {"updates_s": 50.0, "saturated": 1.0},

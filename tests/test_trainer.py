@@ -502,3 +502,20 @@ def test_a_setting_that_cannot_work_is_refused_in_one_line(config, key, value, a
 def test_the_presets_and_budgets_switched_off_pass_the_check(config, quick):
     config.preset(quick=quick).check()
     config().updated({"max_env_steps": None, "max_time_s": None, "target_return": None}).check()
+
+
+WRONG_TYPE = [(ApexConfig, "num_workers", "auto", "must be int"),
+              (DQNConfig, "lr", "fast", "must be"), (sac.SACConfig, "seed", 1.5, "must be int"),
+              (DQNConfig, "batch_size", True, "must be an int")]
+
+
+@pytest.mark.parametrize("config,key,value,said", WRONG_TYPE,
+                         ids=[f"{c.__name__}.{k}={v!r}" for c, k, v, _ in WRONG_TYPE])
+def test_a_wrongly_typed_field_built_into_the_constructor_is_refused_in_one_line(
+        config, key, value, said):
+    # the constructor does not check types; check() does, before the limits compare a string
+    # with a number (a raw TypeError from `>=` before)
+    with pytest.raises(ValueError) as info:
+        config(**{key: value}).check()
+    message = str(info.value)
+    assert f"'{key}'" in message and said in message and "\n" not in message
