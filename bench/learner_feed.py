@@ -1,9 +1,10 @@
-"""What feeds the Ape-X learner: the CLI's default against the learner as it was, and pinning.
+"""What feeds the Ape-X learner: the CLI's default against the learner as it was, pinning, and
+drawing ahead on a thread.
 
     python -m bench.learner_feed [--quick] [--repeats 2] [--json bench/results/learner_feed.json]
 
 `bench/overhead.py` compares the Ape-X learner of the CLI's default config (4 explorers) with
-its bare update loop (the target: 0.8). Three things set how close it gets, and the default
+its bare update loop (the target: 0.8). Four things set how close it gets, and the default
 now has the first two:
 
 | setting          | what it is                                                            |
@@ -15,9 +16,12 @@ now has the first two:
 |                  | defaults until the learner drew ahead                                 |
 | pin_learner      | the default, with the learner alone on the last core and every       |
 |                  | worker on the others (Linux, one machine: `run_actors.check_pinning`) |
+| sample_ahead     | the default, with the next batches drawn (and the priorities written  |
+|                  | back) on a thread of the learner while its updates run               |
 
 Each run is the same Ape-X config with one setting changed; the settings take turns (default,
-as before, pin_learner, default, ...), so that a drift of the machine falls on all of them.
+as before, pin_learner, sample_ahead, default, ...), so that a drift of the machine falls on
+all of them.
 Reported per setting, the medians of
 
 - the learner's steady rate against the bare loop measured in the same run (`overhead`'s
@@ -54,7 +58,8 @@ from course_lib.apex import ApexConfig, ApexTrainer
 #: each setting's changes to the CLI's default config
 SETTINGS = {"default": {},
             "as before": {"batches_per_draw": 1, "send_every": 50, "publish_every": 25},
-            "pin_learner": {"pin_learner": True}}
+            "pin_learner": {"pin_learner": True},
+            "sample_ahead": {"sample_ahead": True}}
 
 
 def bench_learner_feed(repeats: int = 2, quick: bool = False, log=print) -> dict:
@@ -104,6 +109,8 @@ def summarise(runs: list[dict], single_ms: float) -> list[dict]:
     rows = []
     for name in SETTINGS:
         mine = [r for r in runs if r["setting"] == name]
+        if not mine:                  # a setting this run did not measure (an older file's)
+            continue
         row = {"setting": name, "runs": len(mine)}
         for key in ("updates_s", "ratio", "saturated", "cpu_ms_per_update"):
             row[key] = statistics.median(r[key] for r in mine)

@@ -40,9 +40,12 @@ Sized to about half an hour on 2 cores (the estimate is in CONTRIBUTING.md), it 
   at fixed env-step counts, so a seed learns step for step the same at every latency; the
   earlier ladder's dqn and vec-8 took the same env steps at all four): a run of them must wait
   at least its env steps to the goal times the latency (once per batch of `steps_per_wait`
-  envs). When that floor alone passes the cap, the run is not made: the floor is reported, as
-  a lower bound. Ape-X learns differently at every latency (its explorers run asynchronously)
-  and is always run.
+  envs). Its compute is the same too: the seconds it took at the first latency, less that
+  latency's waits. When the floor plus `COMPUTE_SHARE` (0.9) of that compute passes the cap,
+  the run is not made (it would stop at the cap): the larger of the floor and the cap is
+  reported, as a lower bound; the 0.1 left out is room for the machine being faster later in
+  the run. Ape-X learns differently at every latency (its explorers run asynchronously) and
+  is always run.
 The variants are those of the earlier ladder that mattered: apex-8 was never the fastest and
 was slower than apex-4 at every latency but the highest, where the seeds' ranges overlapped.
 
@@ -99,6 +102,9 @@ CAP_S = 45.0                       # seconds of training per run, at CAP_COSTS (
 #: Ape-X took 20-35 s): on a slower machine each rung's cap grows with them (`cap_at`)
 CAP_COSTS = {"act_ms": 0.0924, "update_ms": 1.404}
 FULL = {"target_return": GOAL, "max_env_steps": 150_000, "max_time_s": 600.0}
+#: the share of a repeatable reference's compute (its seconds at the first latency, less that
+#: latency's waits) that a later run of the same seed is sure to spend again
+COMPUTE_SHARE = 0.9
 QUICK = {"target_return": None, "max_env_steps": 2_000, "max_time_s": 60.0}
 
 
@@ -225,6 +231,33 @@ def floor_s(name: str, latency_ms: float, steps: int | None) -> float | None:
     return steps * latency_ms / 1_000 / variant.steps_per_wait
 
 
+def compute_s(runs: list[dict], name: str, seed: int) -> float:
+    """The seconds the first run of this variant and seed spent beside its waits (its seconds
+    less its floor at its own latency): the same work a later run of a repeatable variant does
+    again. 0 when it has none."""
+    for r in runs:
+        if (r["variant"], r["seed"]) == (name, seed) and not r.get("floor") \
+                and r["env_steps"] is not None:
+            return max(0.0, r["seconds"] - (floor_s(name, r["latency_ms"], r["env_steps"]) or 0))
+    return 0.0
+
+
+def not_run(name: str, latency_ms: float, seed: int, runs: list[dict], cap: float) -> dict | None:
+    """The record of a run not worth making, or None: a repeatable variant whose floor plus
+    `COMPUTE_SHARE` of its compute (`compute_s`) passes the cap would stop at the cap. Its
+    seconds are the larger of the floor and the cap, a lower bound."""
+    steps = steps_known(runs, name, seed)
+    floor = floor_s(name, latency_ms, steps)
+    if floor is None:
+        return None
+    expected = floor + COMPUTE_SHARE * compute_s(runs, name, seed)
+    if expected < cap:
+        return None
+    return {"reached": False, "env_steps": steps, "seconds": round(max(floor, cap), 1),
+            "cpu_s": None, "eval_return": None, "floor": True, "floor_s": round(floor, 1),
+            "expected_s": round(expected, 1)}
+
+
 def step_costs(seconds: float, steps: int) -> dict[str, float]:
     """Bare per-transition costs in ms (one process, no Ray): an explorer's act + env step +
     n-step window + initial priority (`overhead.explorer_step_costs`), one learner update
@@ -239,8 +272,8 @@ def step_costs(seconds: float, steps: int) -> dict[str, float]:
 
 def bench_scaling(latencies, seeds, variants, quick: bool, cap_s: float = CAP_S,
                   log=print) -> dict:
-    """The ladder in one private Ray instance: per latency, each variant, each seed (a run, or
-    its floor when that alone passes the cap)."""
+    """The ladder in one private Ray instance: per latency, each variant, each seed (a run, or its
+    floor when that and its compute pass the cap: `not_run`)."""
     costs = step_costs(1.0 if quick else 4.0, 1_000 if quick else 5_000)
     log("bare costs: " + ", ".join(f"{k} {v:.3f}" for k, v in costs.items()))
     caps = {latency: cap_at(latency, costs, cap_s) for latency in latencies}
@@ -252,20 +285,17 @@ def bench_scaling(latencies, seeds, variants, quick: bool, cap_s: float = CAP_S,
             for latency in latencies:
                 for name in variants:
                     for seed in seeds:
-                        steps = None if quick else steps_known(runs, name, seed)
-                        floor = floor_s(name, latency, steps)
                         clock = Stopwatch()
-                        if floor is not None and floor >= caps[latency]:
-                            r = {"reached": False, "env_steps": steps, "seconds": round(floor, 1),
-                                 "cpu_s": None, "eval_return": None, "floor": True}
-                        else:
+                        r = None if quick else not_run(name, latency, seed, runs, caps[latency])
+                        if r is None:
                             r = run_one(name, latency, seed,
                                         budget_for(name, latency, latencies, caps[latency],
                                                    quick))
                         runs.append({"latency_ms": latency, "variant": name, "seed": seed, **r,
                                      "process_s": round(clock.seconds, 1), "cpu": cpu})
                         log(f"{latency:>4g} ms {name:>9} seed {seed}: " + (
-                            f"not run, its floor {floor:.1f} s passes the {caps[latency]:g} s cap"
+                            f"not run, its floor {r['floor_s']:.1f} s and its compute "
+                            f"({r['expected_s']:.1f} s in all) pass the {caps[latency]:g} s cap"
                             if r.get("floor") else
                             f"stopped at {r['seconds']:g} s, before its first evaluation"
                             if r["env_steps"] is None else

@@ -3,7 +3,7 @@ bounds, Amdahl's bound, the targets, the section of bench/RESULTS.md and its fig
 each run of a ladder assembled from several runs (`--add-to`) came from.
 
 A run's seconds are a lower bound when it did not reach the goal: it stopped at the cap (or
-its budget), or it was not run because its floor alone passed the cap (`floor`). An order
+its budget), or it was not run because its floor and compute passed the cap (`floor`). An order
 statistic of a variant's seeds (median, min, max) is then a lower bound too, unless every
 bounded run sits above it.
 """
@@ -187,7 +187,8 @@ def section(r: dict) -> str:
             + (f" Each run stopped at {caps_text(cfg)} of training: ≥ marks a time it did "
                "not reach the goal in (a lower bound), and, in \"not run\", the runs of a "
                "repeatable reference whose floor (its env steps to the goal times the "
-               "latency) alone passed the cap." if "cap_s" in cfg else "") + "\n\n")
+               "latency) and nine-tenths of its compute at the first latency passed the cap."
+               if "cap_s" in cfg else "") + "\n\n")
     lines = ["| latency ms | variant | reached | not run | seconds | bound s | env steps | CPU s "
              "| vs dqn | vs sb3 |", "|---|---|---|---|---|---|---|---|---|---|"]
     for w in r["summary"]:

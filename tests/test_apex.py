@@ -1,5 +1,7 @@
 """Tests for course_lib.apex: resources, the replay-ratio throttle, a killed explorer, resume."""
 
+import threading
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -170,6 +172,53 @@ def test_priorities_land_after_each_draw_of_batches(ray_local, per_draw):
         ray.kill(params)
     changed = [i for i in range(1, 8) if totals[i] != totals[i - 1]]
     assert changed == list(range(per_draw, 8, per_draw))
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_with_sample_ahead_the_next_draw_runs_beside_the_updates(ray_local, ahead):
+    """With `sample_ahead`, the learner draws the next group of batches on its sampler thread
+    while this group's updates run: the first update waits for that draw to start and sees it
+    start. Without it the draw waits for the updates (the same wait times out). Either way,
+    when `train` returns every update's priorities are in the buffer."""
+    from course_lib.apex import ApexLearnerActor
+    from course_lib.param_server import ParameterStoreActor
+
+    params = ParameterStoreActor.options(name="ahead:parameter server").remote()
+    batch, priorities = stored_batch()
+    cfg = CFG.updated({"batches_per_draw": 2, "sample_ahead": ahead})
+    threads, trained, seen = [], [], []                # drawing threads; (batch, info); waits
+    second_draw = threading.Event()
+    try:
+        learner = ApexLearnerActor.__ray_actor_class__(cfg, (4, 2), "ahead", None, 0,
+                                                       replay_of(cfg), ApexSlots())
+        learner.add(batch, priorities)
+        draw, update = learner.draw_batches, learner.learner.update
+
+        def watched_draw(count):
+            threads.append(threading.current_thread().name)
+            if len(threads) == 2:
+                second_draw.set()
+            return draw(count)
+
+        def watched_update(b):
+            if not trained:
+                seen.append(second_draw.wait(timeout=10 if ahead else 0.5))
+            trained.append((b, update(b)))
+            return trained[-1][1]
+
+        learner.draw_batches, learner.learner.update = watched_draw, watched_update
+        learner.train(6)
+    finally:
+        ray.kill(params)
+    assert seen == [ahead] and len(threads) == 3 and len(trained) == 6
+    assert threads[0] == threading.main_thread().name
+    assert all(name.startswith("sampler") == ahead for name in threads[1:])
+    buffer, latest = learner.replay.buffer, {}
+    for b, info in trained:                           # an id drawn twice: its last priority
+        latest.update(zip(np.asarray(b["indices"]).tolist(), info["priorities"], strict=True))
+    slots = np.array(list(latest)) % buffer.capacity
+    np.testing.assert_allclose(buffer.tree.leaves(slots), buffer._to_q(np.array(
+        list(latest.values()), np.float64)))
 
 
 def test_explorers_adds_land_while_the_learner_trains(ray_local):

@@ -591,6 +591,32 @@ def test_the_ladder_floors_a_repeatable_reference_from_the_env_steps_it_took():
                                       "apex-auto"]
 
 
+def test_a_repeatable_reference_is_not_run_where_its_floor_and_compute_pass_the_cap():
+    """A later run of dqn does the compute of its first run again (the same env steps and
+    updates) besides waiting its floor: when the floor plus 0.9 of that compute passes the
+    cap, the run would stop at the cap and is not made; it is reported at the larger of its
+    floor and the cap, a lower bound. Ape-X is always run."""
+    scaling = _bench_module("scaling")
+    first = [{"variant": "dqn", "seed": 0, "latency_ms": 0.0, "env_steps": 60_000,
+              "seconds": 20.0, "reached": True},
+             {"variant": "vec-8", "seed": 0, "latency_ms": 0.5, "env_steps": 40_000,
+              "seconds": 12.5, "reached": True},
+             {"variant": "apex-2", "seed": 0, "latency_ms": 0.0, "env_steps": 60_000,
+              "seconds": 20.0, "reached": True}]
+    assert scaling.compute_s(first, "dqn", 0) == 20.0
+    assert scaling.compute_s(first, "vec-8", 0) == 10.0        # 12.5 less 40,000 / 8 x 0.5 ms
+    assert scaling.compute_s(first, "dqn", 1) == 0.0
+    # 0.5 ms: floor 30 s + 18 s of compute = 48 s passes a 45-s cap; the floor alone does not
+    skipped = scaling.not_run("dqn", 0.5, 0, first, cap=45.0)
+    assert skipped["floor"] is True and skipped["seconds"] == 45.0
+    assert (skipped["floor_s"], skipped["expected_s"], skipped["env_steps"]) == (30.0, 48.0,
+                                                                                 60_000)
+    assert scaling.not_run("dqn", 0.5, 0, first, cap=50.0) is None          # 48 s fits: run
+    assert scaling.not_run("dqn", 2.0, 0, first, cap=45.0)["seconds"] == 120.0   # the floor
+    assert scaling.not_run("dqn", 0.5, 1, first, cap=45.0) is None      # nothing known: run
+    assert scaling.not_run("apex-2", 5.0, 0, first, cap=45.0) is None    # Ape-X: always run
+
+
 def test_a_variant_whose_explorer_count_is_chosen_at_start_up_is_one_line(monkeypatch):
     """`apex-auto`, say: its config changes come from a function of the latency; each run
     records the explorers it had, and the bound reads them (as apex-N)."""
@@ -702,13 +728,16 @@ def test_matched_networks_section_gives_the_ratio_per_network_size():
 def test_learner_feed_gives_each_settings_medians_and_the_default_against_the_target(tmp_path):
     feed = _bench_module("learner_feed")
     rates = {"default": (390, 410, 500), "as before": (300, 310, 320),
-             "pin_learner": (420, 380, 400)}
+             "pin_learner": (420, 380, 400), "sample_ahead": (450, 430, 440)}
     runs = [{"setting": name, "repeat": k, "updates_s": rate, "ratio": rate / 500,
              "saturated": 1.0, "owed_updates_s": 600.0, "cpu_ms_per_update": 3.0 + k}
             for name, three in rates.items() for k, rate in enumerate(three)]
     rows = feed.summarise(runs, single_ms=2.0)
     assert [(r["setting"], r["updates_s"], r["ratio"]) for r in rows] == [
-        ("default", 410, 0.82), ("as before", 310, 0.62), ("pin_learner", 400, 0.8)]
+        ("default", 410, 0.82), ("as before", 310, 0.62), ("pin_learner", 400, 0.8),
+        ("sample_ahead", 440, 0.88)]
+    older = feed.summarise([r for r in runs if r["setting"] != "sample_ahead"], single_ms=2.0)
+    assert [r["setting"] for r in older] == ["default", "as before", "pin_learner"]
     assert rows[0]["cpu_vs_one_process"] == 2.0           # median 4.0 ms against 2.0 ms
     result = {"bare_updates_s": 500.0, "single_process_ms": 2.0, "summary": rows,
               "targets": feed.targets(rows),

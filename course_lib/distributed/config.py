@@ -61,6 +61,9 @@ class DistributedConfig(TrainerConfig):
     worker_cpus: float = 0.25         # logical CPUs of each worker, at most
     max_worker_restarts: int = 5      # a worker that died more often than this ends the run
     pin_learner: bool = False         # Linux, one machine: the learner alone on the last core
+    sample_ahead: bool = False        # the learner draws its next batches on a thread while
+                                      # its updates run (priorities a group later still;
+                                      # bench/learner_feed.py measures it)
     start_timeout_s: float = 120.0    # actors not started by then end the run (max_time_s too)
 
 

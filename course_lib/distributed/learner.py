@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,6 +88,9 @@ class LearnerActor(ABC):
         if state is not None:
             self.learner.load_state_dict(state)
         self.unawaited: list[tuple[str, ray.ObjectRef]] = []   # (call, ref) not checked yet
+        # sample_ahead: one thread draws the next batches and writes priorities back, in the
+        # order asked, while torch computes the updates (it releases the GIL meanwhile)
+        self.sampler = ThreadPoolExecutor(1, "sampler") if cfg.sample_ahead else None
         ray.get(self.publish())               # awaited once: workers start after this
 
     @ray.method(concurrency_group="replay")
@@ -124,15 +128,30 @@ class LearnerActor(ABC):
         high stays as likely to be drawn again, so a large count can cost Ape-X more env steps
         to its goal than the draws save. The default is a few, untested against env steps to
         the goal by any benchmark here (`bench/learner_feed.py` measures only the speed).
+
+        With `sample_ahead`, the next group is drawn on the sampler thread while this one's
+        updates run, and the priorities are written back there too: a draw then sees them one
+        group later still (up to `2 * batches_per_draw - 1` updates late).
         """
         infos: list[dict[str, Any]] = []
-        while len(infos) < num_updates:
-            batches = self.draw_batches(min(self.cfg.batches_per_draw, num_updates - len(infos)))
+        sizes = [min(self.cfg.batches_per_draw, num_updates - done)
+                 for done in range(0, num_updates, self.cfg.batches_per_draw)]
+        ahead: Future | None = None
+        written: list[Future] = []
+        for i, size in enumerate(sizes):
+            batches = ahead.result() if ahead is not None else self.draw_batches(size)
+            if self.sampler is not None and i + 1 < len(sizes):   # drawn while these train
+                ahead = self.sampler.submit(self.draw_batches, sizes[i + 1])
             for batch in batches:
                 infos.append(self.learner.update(batch))
                 if self.learner.updates % self.cfg.publish_every == 0:
                     self.send_unawaited("params.push (publish)", self.publish())
-            self.after_updates(batches, infos[-len(batches):])
+            if self.sampler is not None:
+                written.append(self.sampler.submit(self.after_updates, batches, infos[-size:]))
+            else:
+                self.after_updates(batches, infos[-size:])
+        for future in written:          # every write-back done (or its error raised) before
+            future.result()             # the driver books this call
         self.check_unawaited()
         means = {k: float(np.mean([i[k] for i in infos])) for k, v in
                  (infos[0].items() if infos else ()) if isinstance(v, float)}
