@@ -31,7 +31,7 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | chaos        | Ape-X and SAC with their actors   | the same seeds unkilled; the goal, |
 |              | killed; a killed learner resumed  | its checkpoint on fresh episodes   |
 
-All of them take about 75 minutes on a quiet 2-core machine, the scaling ladder 28 of them
+All of them take about 77 minutes on a quiet 2-core machine, the scaling ladder 28 of them
 (CONTRIBUTING.md, "A full refresh", has each one's time from its committed record).
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
 others still run. `--only NAME ...` runs those, and the report keeps the others' last JSON

@@ -53,13 +53,27 @@ def _(e):
                  f"workers' return {train:g}, evaluator's {evaluation:g}")
 
 
-printed("nb06-alpha-follows-the-entropy",
-        {NB06: "the temperature\nloss pushes α down while the policy's entropy is above its "
-               "target",
-         "slides/06_parallel_sac.md": "α falls while the entropy is above its target\n(−dim(A) "
-                                      "= −1) and rises while it is below"},
-        "06_parallel_sac", "4a73435a", r"in (\d+) of (\d+) cases",
-        lambda agree, cases: cases > 0 and agree > cases / 2)
+@claim("nb06-alpha-follows-the-entropy",
+       {NB06: "the temperature\nloss pushes α down while the policy's entropy is above its "
+              "target",
+        "slides/06_parallel_sac.md": "α falls while the entropy is above its target\n(−dim(A) "
+                                     "= −1) and rises while it is below"},
+       "the gradient step of course_lib.sac.alpha_loss on log(alpha), with the entropy above "
+       "and below the target (notebook 06's own run, cell 4a73435a, can be too short to show "
+       "it: it reaches its goal within a few rows)")
+def _(e):
+    import torch
+
+    from course_lib.sac import alpha_loss
+
+    target, step = -1.0, {}
+    for entropy in (-0.5, -1.5):                  # above, then below the target
+        log_alpha = torch.zeros((), requires_grad=True)
+        alpha_loss(log_alpha, torch.full((8,), -entropy), target).backward()
+        step[entropy] = -float(log_alpha.grad)    # gradient descent's move of log(alpha)
+    return holds(step[-0.5] < 0 < step[-1.5],
+                 f"log(alpha) moves {step[-0.5]:+.2f} at entropy -0.5, {step[-1.5]:+.2f} at -1.5 "
+                 f"(target {target})")
 
 
 @claim("nb06-second-worker-does-not-help",
@@ -143,10 +157,12 @@ def _(e):
 
 
 printed("nb07-restored-near-the-last-score",
-        {NB07: "expect a score near the last logged one, not the same digits: ten episodes of\na "
-               "policy short of the cap vary by tens of points"},
+        {NB07: "expect a score near the last logged one, not the same digits: ten episodes of a "
+               "policy short of the cap vary by tens of points, and by more the further it is "
+               "from the cap (the race's short budget stops RLlib's DQN well short of it)"},
         "07_rllib", "6161a8b7", r"greedy return ([\d.]+) .*last logged: ([\d.]+)",
-        lambda restored, last: abs(restored - last) <= max(25, 0.15 * last))
+        lambda restored, last: last < 400 and abs(restored - last) <= max(
+            25, 0.5 * (500 - min(restored, last))))
 
 
 @claim("nb08-one-explorer-on-each-node",
@@ -169,13 +185,13 @@ def _(e):
 
 
 @claim("instructor-07-longest-run",
-       {"slides/INSTRUCTOR.md": "07's full race is the longest run of the workbook"},
+       {"slides/INSTRUCTOR.md": "07's full race is one of the workbook's two longest runs"},
        "every notebook's committed full-mode run time (`course.duration_s`)")
 def _(e):
     stems = ("00_setup_check", "01_ray_core", "02_parallel_rollouts", "03_parameter_server",
              "04_replay", "05_apex", "06_parallel_sac", "07_rllib", "08_cluster")
     times = {s: e.meta(s).get("duration_s", 0.0) for s in stems}
-    return holds(max(times, key=times.get) == "07_rllib",
+    return holds("07_rllib" in sorted(times, key=times.get)[-2:],
                  ", ".join(f"{s[:2]}: {t:.0f} s" for s, t in times.items()))
 
 

@@ -117,8 +117,10 @@ def _(e):
                   "default keeps a clearly\nlarger share of the bare loop, and the whole system "
                   "spends clearly less CPU per update, now about\nwhat one process doing the "
                   "same work spends.",
-                  "It still falls short of the 0.8 target on this\nmachine, and pinning the "
-                  "learner moves it by hundredths.",
+                  "It still falls short of the 0.8 target on this machine. Pinning the learner "
+                  "alone on the last core brings it to just under the target, and drawing the "
+                  "next batches on a thread of the learner while its updates run "
+                  "(`sample_ahead`) makes it slower",
                   "The runs of one setting stay within a\nfew hundredths of each other",
                   "none came out faster than the bare loop",
                   "had every setting's median at or above the target, with the\nruns of one "
@@ -130,6 +132,7 @@ def _(e):
     feed = e.bench("learner_feed")
     rows = {r["setting"]: r for r in feed["summary"]}
     default, was, pinned = rows["default"], rows["as before"], rows["pin_learner"]
+    ahead = rows["sample_ahead"]
     per_setting = {}
     for run in feed["runs"]:
         per_setting.setdefault(run["setting"], []).append(run["ratio"])
@@ -141,12 +144,14 @@ def _(e):
               / learner["bare_updates_s"])
     ok = (0.6 <= default["ratio"] < 0.8 and default["ratio"] >= was["ratio"] + 0.08
           and default["cpu_ms_per_update"] <= 0.85 * was["cpu_ms_per_update"]
-          and default["cpu_vs_one_process"] <= 1.1 and abs(pinned["ratio"] - default["ratio"])
-          < 0.05 and spread < 0.1 and fastest < 1.0
+          and default["cpu_vs_one_process"] <= 1.1 and 0.75 <= pinned["ratio"] < 0.8
+          and pinned["ratio"] >= default["ratio"] + 0.04 and ahead["ratio"] < default["ratio"]
+          and spread < 0.1 and fastest < 1.0
           and before["default"] / before["bare"] >= 0.8 and 0.4 <= before["widest_spread"] <= 0.6
           and paused >= 0.8)
     return holds(ok, f"learner / bare: default {default['ratio']:.2f}, as before "
-                     f"{was['ratio']:.2f}, pinned {pinned['ratio']:.2f}; CPU ms per update "
+                     f"{was['ratio']:.2f}, pinned {pinned['ratio']:.2f}, sample_ahead "
+                     f"{ahead['ratio']:.2f}; CPU ms per update "
                      f"{default['cpu_ms_per_update']:.2f} against {was['cpu_ms_per_update']:.2f}"
                      f" ({default['cpu_vs_one_process']:.2f} of one process); widest spread of "
                      f"one setting's runs {spread:.2f}, fastest run {fastest:.2f}; the run "

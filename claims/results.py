@@ -49,7 +49,7 @@ def _(e):
 
 @claim("results-apex-four-explorers-within-spread",
        {RESULTS: ("Four (the CLI default) were no faster\nthan two",
-                  "took about DQN's time in the median on fewer env steps",
+                  "took about DQN's time in the median, on about as many env steps",
                   "has four explorers level with DQN",
                   "going from two explorers to four does not help"),
         FAQ: "single-process DQN reaches 475 in a time close to Ape-X\nwith 4 explorers"},
@@ -61,7 +61,7 @@ def _(e):
     ladder = e.row(e.bench("scaling")["summary"], latency_ms=0, variant="apex-4")
     ok = (lost_a_seed and 0.75 <= ladder["seconds_vs_dqn"] <= 1.33
           and 0.8 <= rows["apex-4"]["seconds_vs_dqn"] <= 1.25
-          and rows["apex-4"]["median_env_steps"] < rows["dqn"]["median_env_steps"]
+          and abs(rows["apex-4"]["median_env_steps"] / rows["dqn"]["median_env_steps"] - 1) <= 0.1
           and rows["apex-4"]["median_seconds"] >= rows["apex-2"]["median_seconds"])
     return holds(ok, f"apex-4 / dqn: {rows['apex-4']['seconds_vs_dqn']} in time, slower on some "
                      f"seed: {lost_a_seed}; latency-0 rung {ladder['seconds_vs_dqn']}; apex-2 "
@@ -229,9 +229,9 @@ def _(e):
               "beyond that noise",
         RESULTS: ("Every run under chaos reached its goal, and its checkpoint held the goal on "
                   "fresh\nepisodes.",
-                  "two of the three Ape-X runs under chaos took a fifth\nto a third longer and "
-                  "the third was faster, and two SAC runs took as long and the third about a\n"
-                  "fifth longer",
+                  "one of the three Ape-X runs under chaos took about two-thirds longer, one as "
+                  "long and the third was faster, and two SAC runs took as long and the third a "
+                  "little less",
                   "every count here is a few dozen at most, well inside it",
                   "a count below\nzero, even one of more than a hundred, means that nothing was "
                   "lost beyond that noise",
@@ -247,11 +247,11 @@ def _(e):
     in_flight = cfg.num_workers * (cfg.worker_chunk + cfg.num_envs * cfg.n_step)
     apex = [r["ratio"] for r in rows if r["task"].startswith("apex")]
     sac = [r["ratio"] for r in rows if r["task"].startswith("sac")]
-    slower = sorted(x for x in apex if x > 1)
     ok = (all(r["reached"] and r["holds"] for r in rows)
-          and len(slower) == 2 and 1.15 <= slower[0] and slower[-1] <= 1.35 and min(apex) < 1
+          and sorted(apex)[0] < 0.95 and abs(sorted(apex)[1] - 1) <= 0.05
+          and 1.55 <= max(apex) <= 1.75
           and sorted(abs(x - 1) <= 0.05 for x in sac) == [False, True, True]
-          and 1.15 <= max(sac) <= 1.25
+          and 0.85 <= min(sac) < 0.95
           and in_flight > 100 and all(abs(r["lost"]) <= 50 for r in rows)
           and all(r["kills"] - 1 <= r["restarts"] <= r["kills"] for r in rows))
     return holds(ok, f"reached and held: {all(r['reached'] and r['holds'] for r in rows)}; "
@@ -275,16 +275,17 @@ def _(e):
 
 
 @claim("results-model-count-holds-rate-bound",
-       {RESULTS: ("The model's count is the ladder's best at the lowest latency and within one "
-                  "explorer at `env_latency_ms=0.5` and `2` (one against two, and three against "
-                  "two; of the ladder's rows only `apex-auto`, which is this model's choice, ran "
-                  "three). At `5` it says six, against the ladder's four",
-                  "the ladder's costs still give other counts at the three\nhigher latencies "
-                  "(two, four and nine): its acting cost over one and a half times this run's\n"
+       {RESULTS: ("The model's count is within one explorer of the ladder's best at the three "
+                  "lower latencies (one against two at `env_latency_ms=0`, the same count at "
+                  "`0.5`, three against two at `2`; of the ladder's rows only `apex-auto`, which "
+                  "is this model's choice, ran three). At `5` it says six, against the ladder's "
+                  "two",
+                  "the ladder's costs still give other counts at the three higher latencies "
+                  "(two, four and eight): its acting cost over one and a half times this run's "
                   "per step",
-                  "Its learner rate is within the model's tolerance at every latency, lowest at "
-                  "`env_latency_ms=2`, where the learner ran at about four-fifths of its costs' "
-                  "rate")},
+                  "Its learner rate is within the model's tolerance at every latency but "
+                  "`env_latency_ms=2`, where the learner ran at about three-quarters of its "
+                  "costs' rate")},
        "bench/results/model.json: its rungs against the committed ladder (scaling.json's costs)")
 def _(e):
     model, ladder = e.bench("model"), e.bench("scaling")
@@ -297,11 +298,10 @@ def _(e):
     theirs = [rungs[k]["model_count_ladder_costs"] for k in other]
     threes = {r["variant"]: r["explorers"] for r in ladder["runs"]
               if r["latency_ms"] == 2.0 and r.get("explorers") == 3}
-    return holds(counts == {0.0: (1, 1), 0.5: (1, 2), 2.0: (3, 2), 5.0: (6, 4)}
+    return holds(counts == {0.0: (1, 2), 0.5: (1, 1), 2.0: (3, 2), 5.0: (6, 2)}
                  and list(threes) == ["apex-auto"]
-                 and other == [0.5, 2.0, 5.0] and theirs == [2, 4, 9] and 1.5 < acting < 2
-                 and ok_rates == [0.0, 0.5, 2.0, 5.0] and rates[2.0] == min(rates.values())
-                 and 0.75 <= rates[2.0] <= 0.85,
+                 and other == [0.5, 2.0, 5.0] and theirs == [2, 4, 8] and 1.5 < acting < 2
+                 and ok_rates == [0.0, 0.5, 5.0] and 0.7 <= rates[2.0] < 0.8,
                  f"(model, ladder) counts {counts}; rows that ran 3 explorers at 2 ms "
                  f"{list(threes)}; the ladder's costs give other counts at "
                  f"{other} ms; acting, ladder / model {acting:.2f}; rates within 20% at "

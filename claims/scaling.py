@@ -24,9 +24,11 @@ def _apex(rows: dict[str, dict]) -> dict[int, dict]:
 
 
 @claim("scaling-apex-pulls-ahead",
-       {RESULTS: ("every Ape-X variant pulls further ahead of single-process DQN,\nand is ahead "
-                  "of SB3's DQN at every latency above zero (`vec-8` missed the cap on one seed "
-                  "at\n`env_latency_ms=5`; its median is still a measured time)"),
+       {RESULTS: ("every Ape-X variant pulls further ahead of single-process DQN, and is ahead "
+                  "of SB3's DQN at every latency above zero where the ratio is decided (at "
+                  "`env_latency_ms=5` one explorer missed the cap on two seeds, so its ratio "
+                  "there is undecided; `vec-8` missed it on one seed, and its median is still a "
+                  "measured time)"),
         FAQ: "as\nevery env step is made to wait (`env_latency_ms`), explorers pull ahead"},
        "bench/results/scaling.json: each Ape-X variant's time / DQN's and / SB3's, latency by "
        "latency, where the ratio is decided (measured, or an upper bound)")
@@ -44,27 +46,29 @@ def _(e):
                        if r["seconds_vs_dqn_is"] not in decided)
     missed = sorted((lat, v) for lat in latencies for v, r in ladder[lat].items()
                     if v not in ("dqn", "sb3") and r["reached"] < r["seeds"])
-    exact = all(ladder[lat][v]["median_seconds_exact"] for lat, v in missed)
-    return holds(falling and ahead and not undecided
-                 and missed == [(5.0, "vec-8")] and exact,
+    exact = ladder[5.0]["vec-8"]["median_seconds_exact"]
+    one = ladder[5.0]["apex-1"]
+    return holds(falling and ahead and undecided == [(5.0, 1)]
+                 and missed == [(5.0, "apex-1"), (5.0, "vec-8")] and exact
+                 and one["seeds"] - one["reached"] == 2 and ladder[5.0]["vec-8"]["reached"] == 2,
                  f"decided time / DQN's per variant: {series}; every decided ratio to SB3's "
                  f"above 0 ms below 1: {ahead}; undecided: {undecided}; rows that missed the cap "
-                 f"on a seed: {missed}, their medians measured: {exact}")
+                 f"on a seed: {missed}, vec-8's median measured: {exact}")
 
 
 @claim("scaling-fastest-count-undecided",
        {RESULTS: ("Which number of explorers is fastest three seeds mostly do not decide: in the "
-                  "medians one at `env_latency_ms=0`, two at `0.5` and `2`, four at `5`; only at "
-                  "`0.5` were two explorers faster than every other count on every seed, and at "
+                  "medians two at `env_latency_ms=0`, one at `0.5`, two at `2` and `5`; only at "
+                  "`2` were two explorers faster than every other count on every seed, and at "
                   "the other latencies the fastest's range overlaps the runner-up's",
-                  "at `env_latency_ms=5` four explorers needed about\nthree-fifths more env "
-                  "steps than two",
-                  "(at the highest latency four explorers needed about three-fifths more env "
-                  "steps than two)"),
+                  "at `env_latency_ms=5` four explorers needed more than twice the env steps of "
+                  "two",
+                  "(at the highest latency four explorers needed more than twice the env steps "
+                  "of two)"),
         FAQ: ("The benchmark's three seeds mostly do not decide the fastest count: in its "
-              "medians it was two explorers at `env_latency_ms=0.5` and `env_latency_ms=2` and "
-              "four at `env_latency_ms=5` (only at `env_latency_ms=0.5` did the fastest beat the "
-              "runner-up on every seed)")},
+              "medians it was two explorers at `env_latency_ms=0`, one at `env_latency_ms=0.5`, "
+              "and two at `env_latency_ms=2` and `env_latency_ms=5` (only at `env_latency_ms=2` "
+              "did the fastest beat the runner-up on every seed)")},
        "bench/results/scaling.json: the Ape-X variants by median time per latency, the ranges "
        "of the two fastest, and the env steps of two and four explorers at 5 ms")
 def _(e):
@@ -76,25 +80,35 @@ def _(e):
                         and second[1]["max_seconds"] >= first[1]["min_seconds"])
     five = _apex(_ladder(e)[5.0])
     steps = (five[4]["median_env_steps"], five[2]["median_env_steps"])
-    return holds(best == {0.0: 1, 0.5: 2, 2.0: 2, 5.0: 4}
-                 and overlap == {0.0: True, 0.5: False, 2.0: True, 5.0: True}
-                 and 1.5 <= steps[0] / steps[1] <= 1.7,
+    return holds(best == {0.0: 2, 0.5: 1, 2.0: 2, 5.0: 2}
+                 and overlap == {0.0: True, 0.5: True, 2.0: False, 5.0: True}
+                 and 2 < steps[0] / steps[1] < 3,
                  f"fastest number of explorers per latency: {best}; its range overlaps the "
                  f"runner-up's: {overlap}; env steps at 5 ms, four and two explorers: {steps}")
 
 
 @claim("scaling-bound-count-grows",
-       {RESULTS: "the bound's best count moves from one explorer to four",
-        FAQ: "the bound's best count moves from one\nexplorer to four",
+       {RESULTS: ("per env step, the bound's best count moves from one explorer to four",
+                  "at each row's own env steps the bound is lowest for one or two explorers at "
+                  "every latency"),
+        FAQ: "per env step, the bound's best count moves from one\nexplorer to four",
         "slides/05_apex.md": ("the\nbound's lowest point moves right as the env slows: the "
                               "slower the env, the more explorers it\ntakes to fill the waits")},
-       "bench/results/scaling.json: the Ape-X row with the lowest bound, per latency")
+       "bench/results/scaling.json: the Ape-X row with the lowest bound per env step, and at "
+       "its own env steps, per latency")
 def _(e):
-    lowest = {lat: min(_apex(rows).items(), key=lambda kv: kv[1]["bound_s"])[0]
-              for lat, rows in sorted(_ladder(e).items())}
-    counts = list(lowest.values())
-    return holds(counts == sorted(counts) and counts[0] == 1 and counts[-1] == 4,
-                 f"the count with the lowest bound per latency: {lowest}")
+    ladder = sorted(_ladder(e).items())
+    per_step = {}                   # the fewest explorers within 1% of the lowest bound per step
+    for lat, rows in ladder:
+        step = {n: r["bound_s"] / r["median_env_steps"] for n, r in _apex(rows).items()}
+        per_step[lat] = min(n for n, v in step.items() if v <= 1.01 * min(step.values()))
+    own = {lat: min(_apex(rows).items(), key=lambda kv: kv[1]["bound_s"])[0]
+           for lat, rows in ladder}
+    counts = list(per_step.values())
+    return holds(counts == sorted(counts) and counts[0] == 1 and counts[-1] == 4
+                 and set(own.values()) <= {1, 2},
+                 f"the count with the lowest bound per env step, per latency: {per_step}; at "
+                 f"its own env steps: {own}")
 
 
 @claim("scaling-four-explorers-most-cpu",
@@ -111,17 +125,17 @@ def _(e):
 
 
 @claim("scaling-vec-ahead-only-at-low-latency",
-       {RESULTS: ("On two cores it is level with the fastest Ape-X at latency 0 (the same median "
-                  "as one\nexplorer), and from `env_latency_ms=0.5` on the best Ape-X's median is "
-                  "ahead of it, within the\nseeds' ranges"),
-        FAQ: "(on these two cores, as fast as the best Ape-X at latency 0)"},
+       {RESULTS: ("On two cores it is the fastest row at latency 0 (its median below every "
+                  "Ape-X's), and from `env_latency_ms=0.5` on the best Ape-X's median is ahead "
+                  "of it, within the seeds' ranges at `0.5` and `2` and clear of them at `5`"),
+        FAQ: "(on these two cores, faster than the best Ape-X at latency 0)"},
        "bench/results/scaling.json: vec-8 against the fastest row at 0 ms and the best fixed "
        "Ape-X count above")
 def _(e):
     ladder, seen = _ladder(e), {}
     zero = ladder[0.0]
-    level = zero["vec-8"]["median_seconds"] == min(r["median_seconds"] for r in zero.values()) \
-        == zero["apex-1"]["median_seconds"]
+    level = zero["vec-8"]["median_seconds"] < min(r["median_seconds"] for v, r in zero.items()
+                                                  if v != "vec-8")
     for lat, rows in ladder.items():
         if lat > 0:
             best = min(_apex(rows).values(), key=lambda r: r["median_seconds"])
@@ -129,8 +143,9 @@ def _(e):
             seen[lat] = (round(vec["median_seconds"] / best["median_seconds"], 2),
                          vec["min_seconds"] <= best["max_seconds"]
                          and best["min_seconds"] <= vec["max_seconds"])
-    ok = level and all(ratio > 1 and overlap for ratio, overlap in seen.values())
-    return holds(ok, f"vec-8 level with one explorer as the fastest at 0 ms: {level}; vec-8 / "
+    ok = level and all(ratio > 1 for ratio, _ in seen.values()) and \
+        [overlap for _, overlap in seen.values()] == [True, True, False]
+    return holds(ok, f"vec-8 the fastest row at 0 ms: {level}; vec-8 / "
                      f"best Ape-X per latency, and whether their ranges overlap: {seen}")
 
 
@@ -213,13 +228,14 @@ def _(e):
 
 
 @claim("scaling-auto-met-three-of-four",
-       {RESULTS: ("took the\nmodel's count, one explorer at `env_latency_ms=0` and `0.5`, three "
+       {RESULTS: ("took the model's count, one explorer at `env_latency_ms=0` and `0.5`, three "
                   "at `2`, six or seven at `5`",
-                  "it met the issue's target (at most a quarter\nslower) at three latencies of "
+                  "it met the issue's target (at most a quarter slower) at three latencies of "
                   "four and missed it at `0.5`",
-                  "the ladder's own\none-explorer row took about as long as it did, while two "
-                  "explorers needed less than half their\nenv steps",
-                  "its six or seven explorers needed the most env steps of any Ape-X row")},
+                  "There it chose one explorer, the fastest fixed count at that latency, and was "
+                  "still slower than the ladder's own one-explorer row",
+                  "At `5` its six or seven explorers needed more env steps than one or two and "
+                  "fewer than four")},
        "bench/results/scaling.json: apex-auto's runs (the explorers each chose), its targets, "
        "and the Ape-X rows at 0.5 and 5 ms")
 def _(e):
@@ -229,15 +245,15 @@ def _(e):
         if r["variant"] == "apex-auto":
             chose.setdefault(r["latency_ms"], set()).add(r["explorers"])
     met = {k: t["met"] for k, t in scaling["targets"].items() if "apex-auto" in k}
-    half = ladder[0.5]
-    alike = half["apex-auto"]["median_seconds"] / half["apex-1"]["median_seconds"]
-    fewer = half["apex-2"]["median_env_steps"] / half["apex-1"]["median_env_steps"]
+    half = _apex(ladder[0.5])
+    fastest = min(half, key=lambda n: half[n]["median_seconds"])
+    slower = ladder[0.5]["apex-auto"]["median_seconds"] / half[1]["median_seconds"]
     five = {v: r["median_env_steps"] for v, r in ladder[5.0].items() if v.startswith("apex-")}
     return holds(chose == {0.0: {1}, 0.5: {1}, 2.0: {3}, 5.0: {6, 7}}
                  and sorted(met.values()) == [False, True, True, True]
                  and not met["0.5 ms: apex-auto time / best apex-N"]
-                 and 0.9 <= alike <= 1.1 and fewer < 0.5
-                 and max(five, key=five.get) == "apex-auto",
-                 f"explorers chosen per latency {chose}; targets {met}; at 0.5 ms auto / apex-1 "
-                 f"time {alike:.2f}, apex-2 / apex-1 env steps {fewer:.2f}; at 5 ms median env "
+                 and fastest == 1 and slower > 1.25
+                 and max(five["apex-1"], five["apex-2"]) < five["apex-auto"] < five["apex-4"],
+                 f"explorers chosen per latency {chose}; targets {met}; at 0.5 ms the fastest "
+                 f"fixed count {fastest}, auto / apex-1 time {slower:.2f}; at 5 ms median env "
                  f"steps {five}")
