@@ -89,7 +89,9 @@ class LearnerActor(ABC):
             self.learner.load_state_dict(state)
         self.unawaited: list[tuple[str, ray.ObjectRef]] = []   # (call, ref) not checked yet
         # sample_ahead: one thread draws the next batches and writes priorities back, in the
-        # order asked, while torch computes the updates (it releases the GIL meanwhile)
+        # order asked, while torch computes the updates; on 2 cores it measured slower than
+        # drawing in turn (the thread and the update share the cores and the GIL:
+        # bench/learner_feed.py)
         self.sampler = ThreadPoolExecutor(1, "sampler") if cfg.sample_ahead else None
         ray.get(self.publish())               # awaited once: workers start after this
 
