@@ -314,7 +314,9 @@ SECTIONS = {"replay": ("Replay buffers: ours against cpprb", section_replay),
             "model": ("The scaling model, against the ladder and on paper", "bench.model"),
             "stop_rule": ("Can repeated looks fool \"reached\"? The stop rule, simulated",
                           "bench.stop_rule"),
-            "chaos": ("Faults survived: actors killed, goals reached", "bench.chaos")}
+            "chaos": ("Faults survived: actors killed, goals reached", "bench.chaos"),
+            "node_loss": ("A node lost: sharded replay on 3 nodes, learning kept",
+                          "bench.node_loss")}
 
 
 def _meta_note(meta: dict) -> str:

@@ -30,6 +30,8 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 |              | nodes on paper                    |                                    |
 | chaos        | Ape-X and SAC with their actors   | the same seeds unkilled; the goal, |
 |              | killed; a killed learner resumed  | its checkpoint on fresh episodes   |
+| node_loss    | Ape-X, a replay shard per node on | the same run with no node lost, and|
+|              | 3 local nodes, one node removed   | explorers adding to any shard      |
 
 All of them take about 77 minutes on a quiet 2-core machine, the scaling ladder 28 of them
 (CONTRIBUTING.md, "A full refresh", has each one's time from its committed record).
@@ -63,7 +65,8 @@ from bench.benchreport import write_report
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 NAMES = ("replay", "apex", "sac", "sb3", "goal_holds", "overhead", "learner_feed", "soak",
-         "ray_overhead", "rllib", "matched", "stop_rule", "scaling", "model", "chaos")
+         "ray_overhead", "rllib", "matched", "stop_rule", "scaling", "model", "chaos",
+         "node_loss")
 #: arguments a benchmark gets under run_all, to keep `make refresh` short:
 #: goal_holds checks the two tasks the SB3 targets compare (`python -m bench.goal_holds` alone
 #: also trains Ape-X on Acrobot-v1, ~5 min more); RLlib's runs stop at 400 s instead of 900 s

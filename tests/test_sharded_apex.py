@@ -1,0 +1,154 @@
+"""Ape-X with one replay shard per node (`course_lib.sharded_apex`): a shard lost with its node
+costs its transitions, not the run.
+
+Each piece is tested against the plain one it extends, which must fail where it goes on: a
+`ShardSampler` raises when a shard dies (the negative control of the `SurvivingSampler`), and
+the run itself is tested on a real 3-node cluster on this machine, in its own process (it
+needs a Ray of its own, not the session's `ray_local`).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+
+from course_lib.replay.server import ShardStoreActor
+from course_lib.replay.shard_sampler import ShardSampler
+from course_lib.replay.sharded import ShardedReplay
+from course_lib.sharded_apex import (
+    LostShard,
+    ShardedApexConfig,
+    ShardOutbox,
+    SurvivingSampler,
+    shard_name,
+)
+from tests.test_sharded_replay import BATCH, BETA, filled, started
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = {"item": ((), np.int64)}
+
+
+def filled_shards(sizes=(300, 200, 100), prefix=None):
+    """Shard actors holding items numbered end to end, each with priority 1."""
+    shards, start = [], 0
+    for k, n in enumerate(sizes):
+        options = {"name": shard_name(prefix, k)} if prefix else {}
+        shard = ShardStoreActor.options(**options).remote(1000, SPEC, seed=k)
+        if n:
+            ray.get(shard.add.remote({"item": np.arange(start, start + n)}, np.ones(n)))
+        shards.append(shard)
+        start += n
+    return shards
+
+
+def test_a_group_drawn_in_one_take_per_shard_is_one_buffers_draw(ray_local):
+    """`sample_many(count)`: the same seed gives the items, shards, ids and weights of `count`
+    successive draws of the local `ShardedReplay` (tested against one buffer with a chi-squared
+    test in tests/test_sharded_replay.py), each batch weighted within itself."""
+    _, _, p = filled(2)
+    actors, local = started(ray_local, [p[:700], p[700:]])
+    here = ray.get_runtime_context().get_node_id()
+    sampler = SurvivingSampler(actors, [here] * 2, batch_size=BATCH, beta=BETA, seed=5)
+    replay = ShardedReplay(local, seed=5)
+    for _ in range(5):
+        for theirs in sampler.sample_many(4):
+            mine = replay.sample(BATCH, BETA)
+            for name in ("item", "shard", "indices"):
+                np.testing.assert_array_equal(theirs[name], mine[name])
+            np.testing.assert_allclose(theirs["weights"], mine["weights"], rtol=1e-6)
+            assert theirs["weights"].max() == 1.0
+    assert sampler.sampled == 20 * BATCH
+    assert sum(s["sampled"] for s in ray.get([a.stats.remote() for a in actors])) == 20 * BATCH
+
+
+def test_the_sampler_draws_from_the_shards_left_when_one_dies(ray_local):
+    shards = filled_shards()
+    here = ray.get_runtime_context().get_node_id()
+    sampler = SurvivingSampler(shards, [here] * 3, batch_size=64, beta=0.4, seed=0)
+    [batch] = sampler.sample_many(1)
+    assert set(batch["shard"]) == {0, 1, 2}
+    sampler.update_priorities(batch, np.full(64, 2.0))     # writes in flight to every shard
+    ray.kill(shards[1], no_restart=True)
+    drawn = sampler.sample_many(20)
+    for b in drawn:
+        assert 1 not in set(b["shard"])                     # nothing from the dead shard ...
+        assert set(b["item"][b["shard"] == 0]) <= set(range(300))   # ... rows where they were
+        assert np.all(b["item"][b["shard"] == 2] >= 500)
+        sampler.update_priorities(b, np.ones(64))
+    assert [(s.size, isinstance(s, LostShard)) for s in sampler.lost] == [(200, True)]
+    assert sampler.totals[1].size == 0 and sampler.totals[0].size == 300
+    assert sampler.traffic["same node"] > 0 and sampler.traffic["other node"] == 0
+    ray.kill(shards[2], no_restart=True)                     # a second loss: shard 0 alone
+    assert all(set(b["shard"]) == {0} for b in sampler.sample_many(5))
+    ray.kill(shards[0], no_restart=True)
+    with pytest.raises(RuntimeError, match="every replay shard is lost"):
+        sampler.sample_many(1)
+    sampler.close()                                          # no write left hanging
+
+
+def test_a_plain_shard_sampler_fails_when_a_shard_dies(ray_local):
+    """The negative control: without the surviving part, the same loss ends the draw."""
+    shards = filled_shards()
+    sampler = ShardSampler(shards, batch_size=64, beta=0.4, seed=0)
+    sampler.sample()
+    ray.kill(shards[1], no_restart=True)
+    with pytest.raises(ray.exceptions.RayActorError):
+        for _ in range(3):
+            sampler.sample()
+
+
+def test_an_outbox_sends_to_its_node_shard_then_to_a_live_one_when_it_dies(ray_local):
+    prefix = "outbox-test"
+    here = ray.get_runtime_context().get_node_id()
+    shards = filled_shards((0, 0), prefix)
+    outbox = ShardOutbox(None, 10, lambda batch: np.ones(len(batch["item"])), prefix=prefix,
+                         nodes=["another node", here], local=True)
+    assert outbox.shard == 1                        # the shard on its own node
+    outbox.add([{"item": i} for i in range(10)])
+    assert outbox.flush() == 10
+    ray.kill(shards[1], no_restart=True)
+    outbox.add([{"item": i} for i in range(10, 20)])
+    assert outbox.flush() == 10                     # stored by shard 0, now its only shard
+    assert outbox.shard == 0 and outbox.dead == {1}
+    assert ray.get(shards[0].stats.remote())["inserted"] == 10
+    assert outbox.traffic["same node"] > 0 and outbox.traffic["other node"] > 0
+
+
+def test_a_sharded_config_refuses_sample_ahead_in_one_line():
+    with pytest.raises(ValueError, match="set sample_ahead false"):
+        ShardedApexConfig(sample_ahead=True).check()
+    with pytest.raises(ValueError, match="replay_shards"):
+        ShardedApexConfig(replay_shards=-1).check()
+
+
+def test_a_node_lost_mid_run_the_learner_goes_on_and_its_explorers_come_back(tmp_path):
+    """A 3-node cluster on this machine, a node with a shard and an explorer removed 10 s in
+    (bench/node_loss.py's quick run): the run ends by its clock, not a hang or an error, the
+    learner kept updating after the loss, the lost shard is booked, and every explorer that ran
+    on the node is alive again elsewhere."""
+    script = ("import json, sys; from pathlib import Path; from bench import node_loss; "
+              "r = node_loss.run_one(0, True, 'lost', Path(sys.argv[1])); "
+              "Path(sys.argv[1], 'r.json').write_text(json.dumps(r, default=str))")
+    ray_tmp = tempfile.mkdtemp(prefix="rn", dir="/tmp")   # Ray's socket paths stay short
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "COURSE_QUICK": "1"}
+    try:
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads((tmp_path / "r.json").read_text())
+    loss = r["node_lost"]
+    assert r["stopped_by"] == "time_s"
+    assert loss["back_s"] is not None and loss["explorers"]
+    assert r["updates"] > loss["updates"] > 0                 # learning went on after it
+    assert r["env_steps"] > loss["env_steps"]
+    assert [x["node"] for x in r["lost"]] == [loss["node"]]
+    assert 0 < loss["replay_share"] < 1
