@@ -133,7 +133,7 @@ def test_a_node_lost_mid_run_the_learner_goes_on_and_its_explorers_come_back(tmp
     (bench/node_loss.py's quick run): the run ends by its clock, not a hang or an error, the
     learner kept updating after the loss, the lost shard is booked, and every explorer that ran
     on the node is alive again elsewhere."""
-    script = ("import json, sys; from pathlib import Path; from bench import node_loss; "
+    script = ("import json, sys; from pathlib import Path; from course_lib import node_loss; "
               "r = node_loss.run_one(0, True, 'lost', Path(sys.argv[1])); "
               "Path(sys.argv[1], 'r.json').write_text(json.dumps(r, default=str))")
     ray_tmp = tempfile.mkdtemp(prefix="rn", dir="/tmp")   # Ray's socket paths stay short
