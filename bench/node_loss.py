@@ -12,7 +12,7 @@ shard per node) on CartPole-v1 to 475, with a checkpoint at the end. Three runs 
 | run    | explorers add to             | a node lost                                          |
 | ------ | ---------------------------- | ---------------------------------------------------- |
 | local  | the shard on their own node  | no: the reference                                    |
-| spread | shard `index % 3`, anywhere  | no: the bytes locality saves                         |
+| spread | a random shard, each batch   | no: the bytes locality saves (RLlib's old Ape-X)     |
 | lost   | the shard on their own node  | yes, `LOSE_AT_S` after the start: a node other than  |
 |        |                              | the head's and the learner's, with its shard and its |
 |        |                              | explorers (`Cluster.remove_node`: its raylet killed) |

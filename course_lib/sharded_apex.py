@@ -12,8 +12,8 @@ leaves open, so the single-buffer Ape-X is unchanged:
 - the replay: `replay_shards` `ShardStoreActor`s, one per node (`replay.shard_sampler`), started
   before the learner and pinned to their nodes;
 - the outbox slot (`distributed.config.Slots`): `ShardOutbox`, which sends each explorer's
-  batches to the shard on its own node (`local_shards`; else to shard `index % k`, to count
-  what locality saves);
+  batches to the shard on its own node (`local_shards`; else each batch to a shard drawn at
+  random, as RLlib's old Ape-X, to count what locality saves);
 - the learner actor: `ShardedApexLearnerActor` draws its batches through a `ShardSampler`
   (`replay.sharded`: one stratified draw over the shards' concatenated prefix sums, importance
   weights from the global total) in place of its own buffer.
@@ -77,8 +77,8 @@ class ShardedApexConfig(ApexConfig):
 
     LIMITS: ClassVar[dict[str, str]] = {"replay_shards": ">= 0"}
     replay_shards: int = 0            # shards (0: one on each node alive at the start)
-    local_shards: bool = True         # explorers add to their own node's shard (False: shard
-                                      # index % replay_shards, wherever it is)
+    local_shards: bool = True         # explorers add to their own node's shard (False: each
+                                      # batch to a shard drawn at random, as RLlib's old Ape-X)
 
     def check(self):
         super().check()
@@ -89,9 +89,9 @@ class ShardedApexConfig(ApexConfig):
 
 
 class ShardOutbox(Outbox):
-    """The outbox slot of a sharded run: an explorer's batches go to one shard, the one on its
-    own node when `local` (else shard `index % k`). When that shard dies with its node, the
-    batch in flight goes to a shard that is alive (its first copy was lost with the shard).
+    """The outbox slot of a sharded run: an explorer's batches go to the shard on its own node
+    when `local` (else each to a shard drawn at random). When that shard dies with its node,
+    the batch in flight goes to a shard that is alive (its first copy was lost with the shard).
     `traffic` counts the bytes sent to a shard on this node and on another."""
 
     def __init__(self, replay_actor, send_every: int, priorities, *, prefix: str,
@@ -101,7 +101,9 @@ class ShardOutbox(Outbox):
         self.node = ray.get_runtime_context().get_node_id()
         name = ray.get_runtime_context().get_actor_name() or ""
         self.index = int(name.rsplit(" ", 1)[-1]) if name[-1:].isdigit() else 0
+        self.rng = np.random.default_rng(self.index)
         self.dead: set[int] = set()
+        self.handles: dict[int, ray.actor.ActorHandle] = {}
         self.traffic = {"same node": 0, "other node": 0}
         self.sending: tuple | None = None   # the batch in flight, to send again if lost
         self.pick()
@@ -112,14 +114,21 @@ class ShardOutbox(Outbox):
         if not alive:
             raise RuntimeError("every replay shard is lost: the run cannot store transitions")
         own = [k for k in alive if self.nodes[k] == self.node]
-        self.shard = own[0] if self.local and own else alive[self.index % len(alive)]
-        self.replay_actor = ray.get_actor(shard_name(self.prefix, self.shard))
+        if self.local:                       # its node's shard; on a node with none, spread
+            self.shard = own[0] if own else alive[self.index % len(alive)]
+        else:
+            self.shard = int(self.rng.choice(alive))
+        if self.shard not in self.handles:
+            self.handles[self.shard] = ray.get_actor(shard_name(self.prefix, self.shard))
+        self.replay_actor = self.handles[self.shard]
 
     def _send(self) -> None:
         self._wait()                          # the previous add first: it may need resending
         batch = stack_transitions(self.pending)
         self.pending = []
         self.sending = (batch, self.priorities(batch))
+        if not self.local:
+            self.pick()                      # a shard drawn for each batch
         self._add()
 
     def _add(self) -> None:

@@ -121,6 +121,20 @@ def test_an_outbox_sends_to_its_node_shard_then_to_a_live_one_when_it_dies(ray_l
     assert outbox.traffic["same node"] > 0 and outbox.traffic["other node"] > 0
 
 
+def test_an_outbox_without_locality_sends_each_batch_to_a_random_shard(ray_local):
+    prefix = "outbox-spread"
+    here = ray.get_runtime_context().get_node_id()
+    shards = filled_shards((0, 0), prefix)
+    outbox = ShardOutbox(None, 10, lambda batch: np.ones(len(batch["item"])), prefix=prefix,
+                         nodes=["another node", here], local=False)
+    for start in range(0, 400, 10):
+        outbox.add([{"item": i} for i in range(start, start + 10)])
+    outbox.flush()
+    stored = [s["inserted"] for s in ray.get([a.stats.remote() for a in shards])]
+    assert sum(stored) == 400 and min(stored) >= 100         # both shards, about half each
+    assert outbox.traffic["other node"] > 0 and outbox.traffic["same node"] > 0
+
+
 def test_a_sharded_config_refuses_sample_ahead_in_one_line():
     with pytest.raises(ValueError, match="set sample_ahead false"):
         ShardedApexConfig(sample_ahead=True).check()
