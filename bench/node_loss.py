@@ -76,7 +76,7 @@ def section(r: dict) -> str:
              "share": f"{x['node_lost']['replay_share']:.0%}" if x["node_lost"] else "",
              "back_s": (x["node_lost"] or {}).get("back_s", ""),
              "score": x["checkpoint_score"]} for x in r["runs"]]
-    c = r["config"]
+    c = r["meta"]["config"]
     return "\n\n".join([
         f"Ape-X, 4 explorers, one replay shard per node, on a {c['nodes']}-node cluster on this "
         f"machine ({c['cpus_per_node']} logical CPU a node); *lost*: a node with a shard and "
