@@ -94,11 +94,10 @@ def section(r: dict) -> str:
 def main() -> None:
     args = parser(__doc__, "node_loss", "one seed, 40 s, no goal", seeds=True).parse_args()
     recording = Recording()
-    result = run(seeds_of(args, full=(0,)), args.quick)
+    result = recording.write(run(seeds_of(args, full=(0,)), args.quick), args.json)
     print(section(result))
     for name, t in result["targets"].items():
         print(f"target {name}: {t['value']} vs {t['target']}: {'met' if t['met'] else 'MISSED'}")
-    recording.write(result, args.json)
 
 
 if __name__ == "__main__":
