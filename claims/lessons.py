@@ -274,7 +274,19 @@ printed("nb04-dqn-learns",
         lambda score: score >= 400)            # learns: near the goal, which it may not pass
 
 
-printed("nb04-replay-ratio-held",
-        {NB04: "The learner gets `cfg.replay_ratio` samples per\ntransition that arrived past "
-               "`learning_starts`"},
-        "04_replay", "ac42551e", r"'ratio': ([\d.]+)", lambda ratio: 14.4 <= ratio <= 16)
+@claim("nb04-replay-ratio-held",
+       {NB04: "The learner gets `cfg.replay_ratio` samples per\ntransition that arrived past "
+              "`learning_starts`"},
+       "the stats cell ac42551e printed: samples / (transitions inserted - learning_starts), "
+       "within 10% of ApexConfig's replay_ratio (the loop owes whole updates, and the explorers' "
+       "last round arrives after the last updates)")
+def _(e):
+    from course_lib.apex import ApexConfig
+
+    cfg = ApexConfig()
+    inserted, sampled = e.cell("04_replay", "ac42551e").grab(
+        r"'inserted': (\d+), 'sampled': (\d+)")
+    ratio = sampled / max(1, inserted - cfg.learning_starts)
+    return holds(0.9 * cfg.replay_ratio <= ratio <= 1.1 * cfg.replay_ratio,
+                 f"{sampled:,.0f} samples / ({inserted:,.0f} - {cfg.learning_starts}) = "
+                 f"{ratio:.2f} (replay_ratio {cfg.replay_ratio:g})")
