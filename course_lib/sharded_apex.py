@@ -24,8 +24,9 @@ lost node cannot move (its data was in that node's memory): the learner's `Survi
 puts a `LostShard` in its place, which holds nothing, so the draw goes on over the shards left
 and the shard numbers of batches already drawn stay valid. The run loses that shard's
 transitions (`lost` says how many, and when) and keeps the learner, its network and optimiser.
-The learner, the parameter server and the evaluator must not be on the node removed: on a laptop
-cluster they start on the head node, where the driver runs.
+The learner's own node is the one that cannot go (its network and optimiser live only in its
+process: the run's checkpoint continues it); the parameter server and the evaluator are
+restarted elsewhere, as for any crash (`distributed.driver`).
 
 The driver counts the transitions stored as the shards count them (`hand_out` reads their
 `stats` without waiting), keeping a lost shard's last count: data that reached the replay was
