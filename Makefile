@@ -64,7 +64,7 @@ help:
 	@echo "make lock       requirements/lock.txt: uv's resolution for every platform (needs PyPI)"
 	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 	@echo "make fresh      list the notebooks, results and figures whose code changed since they ran"
-	@echo "make refresh    every benchmark, then every notebook in full mode (~94 min, quiet machine)"
+	@echo "make refresh    every benchmark, then every notebook in full mode (~95 min, quiet machine)"
 
 # Python 3.11.5 to 3.13 (requires-python in pyproject.toml). Outside it, one line says so and
 # gives the command that gets one: UV_PYTHON=3.12 makes the venv with uv, which uses a Python

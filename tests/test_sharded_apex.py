@@ -104,12 +104,17 @@ def test_a_plain_shard_sampler_fails_when_a_shard_dies(ray_local):
             sampler.sample()
 
 
-def test_an_outbox_sends_to_its_node_shard_then_to_a_live_one_when_it_dies(ray_local):
-    prefix = "outbox-test"
+def outbox_on_two_shards(prefix: str, local: bool):
+    """Two empty shard actors, the first said to be on another node and the second on this
+    one, and an outbox of this process (send_every 10) that adds to them."""
     here = ray.get_runtime_context().get_node_id()
     shards = filled_shards((0, 0), prefix)
-    outbox = ShardOutbox(None, 10, lambda batch: np.ones(len(batch["item"])), prefix=prefix,
-                         nodes=["another node", here], local=True)
+    return shards, ShardOutbox(None, 10, lambda batch: np.ones(len(batch["item"])),
+                               prefix=prefix, nodes=["another node", here], local=local)
+
+
+def test_an_outbox_sends_to_its_node_shard_then_to_a_live_one_when_it_dies(ray_local):
+    shards, outbox = outbox_on_two_shards("outbox-test", local=True)
     assert outbox.shard == 1                        # the shard on its own node
     outbox.add([{"item": i} for i in range(10)])
     assert outbox.flush() == 10
@@ -122,11 +127,7 @@ def test_an_outbox_sends_to_its_node_shard_then_to_a_live_one_when_it_dies(ray_l
 
 
 def test_an_outbox_without_locality_sends_each_batch_to_a_random_shard(ray_local):
-    prefix = "outbox-spread"
-    here = ray.get_runtime_context().get_node_id()
-    shards = filled_shards((0, 0), prefix)
-    outbox = ShardOutbox(None, 10, lambda batch: np.ones(len(batch["item"])), prefix=prefix,
-                         nodes=["another node", here], local=False)
+    shards, outbox = outbox_on_two_shards("outbox-spread", local=False)
     for start in range(0, 400, 10):
         outbox.add([{"item": i} for i in range(start, start + 10)])
     outbox.flush()
