@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import ray
 
+from course_lib.distributed.run_actors import wait_dead
 from course_lib.replay.server import ShardStoreActor
 from course_lib.replay.shard_sampler import ShardSampler
 from course_lib.replay.sharded import ShardedReplay
@@ -33,6 +34,13 @@ from tests.test_sharded_replay import BATCH, BETA, filled, started
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"item": ((), np.int64)}
+
+
+def killed(actor) -> None:
+    """Kill `actor` and return once it is dead: `ray.kill` only asks, and a call sent right
+    after it could still be served."""
+    ray.kill(actor, no_restart=True)
+    wait_dead([actor], timeout_s=30)
 
 
 def filled_shards(sizes=(300, 200, 100), prefix=None):
@@ -75,7 +83,7 @@ def test_the_sampler_draws_from_the_shards_left_when_one_dies(ray_local):
     [batch] = sampler.sample_many(1)
     assert set(batch["shard"]) == {0, 1, 2}
     sampler.update_priorities(batch, np.full(64, 2.0))     # writes in flight to every shard
-    ray.kill(shards[1], no_restart=True)
+    killed(shards[1])
     drawn = sampler.sample_many(20)
     for b in drawn:
         assert 1 not in set(b["shard"])                     # nothing from the dead shard ...
@@ -85,9 +93,9 @@ def test_the_sampler_draws_from_the_shards_left_when_one_dies(ray_local):
     assert [(s.size, isinstance(s, LostShard)) for s in sampler.lost] == [(200, True)]
     assert sampler.totals[1].size == 0 and sampler.totals[0].size == 300
     assert sampler.traffic["same node"] > 0 and sampler.traffic["other node"] == 0
-    ray.kill(shards[2], no_restart=True)                     # a second loss: shard 0 alone
+    killed(shards[2])                                        # a second loss: shard 0 alone
     assert all(set(b["shard"]) == {0} for b in sampler.sample_many(5))
-    ray.kill(shards[0], no_restart=True)
+    killed(shards[0])
     with pytest.raises(RuntimeError, match="every replay shard is lost"):
         sampler.sample_many(1)
     sampler.close()                                          # no write left hanging
@@ -98,7 +106,7 @@ def test_a_plain_shard_sampler_fails_when_a_shard_dies(ray_local):
     shards = filled_shards()
     sampler = ShardSampler(shards, batch_size=64, beta=0.4, seed=0)
     sampler.sample()
-    ray.kill(shards[1], no_restart=True)
+    killed(shards[1])
     with pytest.raises(ray.exceptions.RayActorError):
         for _ in range(3):
             sampler.sample()
@@ -118,7 +126,7 @@ def test_an_outbox_sends_to_its_node_shard_then_to_a_live_one_when_it_dies(ray_l
     assert outbox.shard == 1                        # the shard on its own node
     outbox.add([{"item": i} for i in range(10)])
     assert outbox.flush() == 10
-    ray.kill(shards[1], no_restart=True)
+    killed(shards[1])
     outbox.add([{"item": i} for i in range(10, 20)])
     assert outbox.flush() == 10                     # stored by shard 0, now its only shard
     assert outbox.shard == 0 and outbox.dead == {1}
