@@ -54,7 +54,6 @@ from bench.benchlib import Recording, parser, private_ray_tmp, seeds_of
 from bench.goal_holds import GOALS, checkpoint_score, within
 from course_lib import cli, init_ray
 from course_lib.apex import ApexTrainer
-from course_lib.ray_tools import live_actors
 from course_lib.runs import Run, list_checkpoints
 from course_lib.sac import SACTrainer
 from course_lib.trainer import run_training
@@ -83,17 +82,11 @@ class Chaos(threading.Thread):
         self.kills: list[dict] = []
         self.lock, self.stopped = threading.Lock(), threading.Event()
 
-    def table(self) -> dict[str, dict]:
-        """This run's actors in Ray's actor table, by name ("evaluator", "explorer 2", ...)."""
-        prefix = f"{self.trainer.actors.prefix}:"
-        return {a["name"].removeprefix(prefix): a for a in live_actors()
-                if a["name"].startswith(prefix)}
-
     def run(self) -> None:
         start, once, next_worker = time.monotonic(), list(ONCE), FIRST_WORKER_S
         while not self.stopped.wait(0.2):
             with self.lock:
-                now, table = time.monotonic() - start, self.table()
+                now, table = time.monotonic() - start, self.trainer.actors.table()
                 for kill in self.kills:
                     actor = table.get(kill["actor"], {})
                     if kill["back_s"] is None and actor.get("restarts", 0) > kill["restarts"] \

@@ -28,7 +28,6 @@ from ray.cluster_utils import Cluster
 
 from course_lib.algorithms import load_algorithm
 from course_lib.envs import evaluate_policy
-from course_lib.ray_tools import live_actors
 from course_lib.runs import Run, list_checkpoints, load_checkpoint
 from course_lib.sharded_apex import ShardedApexConfig, ShardedApexTrainer
 from course_lib.trainer import run_training
@@ -90,7 +89,7 @@ class NodeLoss(threading.Thread):
             lambda self: ray.get_runtime_context().get_node_id()))
         node = next(n for n in self.cluster.worker_nodes if n.node_id != learner)
         gone = [i for i, n in enumerate(t.worker_nodes) if n == node.node_id]
-        before = {name: a["restarts"] for name, a in self.table().items()}
+        before = {name: a["restarts"] for name, a in t.actors.table().items()}
         sizes = [min(n, t.cfg.buffer_size // t.cfg.replay_shards) for n in t.shard_inserted]
         shard = t.shard_nodes.index(node.node_id)
         self.cluster.remove_node(node)
@@ -101,16 +100,11 @@ class NodeLoss(threading.Thread):
                        "explorers": gone, "back_s": None}
         names = [f"{t.worker_name} {i}" for i in gone]
         while not self.stopped.wait(0.25):
-            table = self.table()
+            table = t.actors.table()
             if all(table.get(n, {}).get("restarts", 0) > before.get(n, 0)
                    and table[n]["state"] == "ALIVE" for n in names):
                 self.report["back_s"] = round(time.perf_counter() - lost_at, 1)
                 return
-
-    def table(self) -> dict[str, dict]:
-        prefix = f"{self.trainer.actors.prefix}:"
-        return {a["name"].removeprefix(prefix): a for a in live_actors()
-                if a["name"].startswith(prefix)}
 
 
 def traffic(trainer: ShardedApexTrainer) -> dict:
