@@ -2,6 +2,7 @@
 actors ends within its deadline in one line that says what it needs and what holds the CPUs
 (issue 36 item 1), and the learner trains on the device it reserved, and only that (item 3)."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import ray
 
 from course_lib.apex import ApexConfig, ApexTrainer
 from course_lib.distributed import driver as driver_module
-from course_lib.distributed.run_actors import held_by, room_report
+from course_lib.distributed.run_actors import held_by, room_report, wait_dead
 from course_lib.errors import StartError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,3 +180,23 @@ def test_closing_kills_the_callers_before_the_server_they_push_to(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["dead"] * 4
     assert "will be retried" not in done.stderr, done.stderr[-2000:]
+
+
+@ray.remote(num_cpus=0)
+class Pid:
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def test_wait_dead_returns_once_a_killed_actors_process_has_exited(ray_local):
+    """`ray.kill` marks an actor dead in Ray's table at once, and its process exits later (a
+    call to it fails before then): `wait_dead` returns only once the process is gone, so no
+    thread of a killed caller still pushes to the server killed next (CI on 494c1de)."""
+    actors = [Pid.remote() for _ in range(3)]
+    pids = ray.get([actor.pid.remote() for actor in actors])
+    for actor in actors:
+        ray.kill(actor, no_restart=True)
+    wait_dead(actors, timeout_s=30)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
