@@ -26,8 +26,8 @@ def _(e):
 
 
 @claim("results-learner-keeps-two-thirds",
-       {RESULTS: ("Inside the system it kept about two-thirds of a bare update loop's rate in "
-                  "this run,\nand over four-fifths with the explorers paused; the bare loop, "
+       {RESULTS: ("Inside the system it kept two-thirds to three-quarters of a bare update "
+                  "loop's rate,\nand over four-fifths with the explorers paused; the bare loop, "
                   "timed before and after the\nsystems, moved by only a few percent between the "
                   "two",
                   "one update took more CPU inside the\nsystem than in the bare loop",
@@ -35,8 +35,8 @@ def _(e):
                   "falls short of the profiled rate\nby about the share py-spy put between tasks",
                   "Drawing batches and writing priorities back are small shares",
                   "The learner-feed run below, on the\nsame machine in the same refresh, timed "
-                  "its own bare loop within a few percent of this one and\nfound its default a "
-                  "little closer to the bare loop",
+                  "its own bare loop within a few percent of this one and\nfound its default's "
+                  "share within a few hundredths of this one",
                   "Its run committed in a0fe2c1, on a\nmachine whose bare loop was about four "
                   "times slower, kept more of its bare loop")},
        "bench/results/overhead.json: the learner's ratios, the bare loops before and after and "
@@ -56,11 +56,11 @@ def _(e):
     feed_default = e.row(feed["summary"], setting="default")["ratio"]
     before = LEARNER_FEED_BEFORE
     slower = learner["bare_updates_s"] / before["bare"]
-    ok = (0.6 <= learner["ratio"] <= 0.72 and 0.8 <= paused < 1.0 and abs(drift - 1) <= 0.05
+    ok = (0.6 <= learner["ratio"] <= 0.78 and 0.8 <= paused < 1.0 and abs(drift - 1) <= 0.05
           and one["cpu"] > 1e3 / learner["bare_updates_s"] and sched["sleeping"] < 0.05
           and between > 0.1 and max(small) < 0.1
           and abs(predicted / prof["updates_s"] - unplaced) <= 0.05
-          and abs(same - 1) <= 0.05 and 0.0 < feed_default - learner["ratio"] <= 0.1
+          and abs(same - 1) <= 0.05 and abs(feed_default - learner["ratio"]) <= 0.05
           and 3 <= slower <= 5 and before["default"] / before["bare"] > feed_default)
     return holds(ok, f"keeps {learner['ratio']:.2f}, paused {paused:.2f}; bare after / before "
                      f"{drift:.3f}; one update {one['cpu']:.2f} CPU ms against the bare loop's "

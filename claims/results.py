@@ -28,44 +28,41 @@ def _(e):
                  f"ours/cpprb {ratio}; ingest {ingest['value']:,.0f} against {ingest['target']:,}")
 
 
-@claim("results-apex-two-explorers-every-seed",
+@claim("results-apex-level-with-dqn",
        {RESULTS: ("Every variant reached the goal on every seed.",
-                  "Two explorers were faster than\nsingle-process DQN in the median and needed "
-                  "fewer env steps in the median, but not on every seed",
+                  "each Ape-X median is within about a quarter of DQN's time",
                   "DQN's luckiest seed reached the goal before any Ape-X run")},
-       "bench/results/apex.json: every run, seed by seed")
+       "bench/results/apex.json: every run, seed by seed, and the medians")
 def _(e):
     r, rows = e.bench("apex"), {x["variant"]: x for x in e.bench("apex")["summary"]}
-    dqn, two = _runs(r, variant="dqn"), _runs(r, variant="apex-2")
-    two_ahead = (rows["apex-2"]["median_seconds"] < rows["dqn"]["median_seconds"]
-                 and rows["apex-2"]["median_env_steps"] < rows["dqn"]["median_env_steps"]
-                 and not all(two[s]["seconds"] < dqn[s]["seconds"] for s in dqn))
+    ratios = {v: rows[v]["median_seconds"] / rows["dqn"]["median_seconds"]
+              for v in rows if v != "dqn"}
     apex_first = min(x["seconds"] for x in r["runs"] if x["variant"] != "dqn")
-    luckiest = min(x["seconds"] for x in dqn.values())
-    return holds(all(x["reached"] for x in r["runs"]) and two_ahead and luckiest < apex_first,
-                 f"two explorers faster and fewer env steps in the median, not on every seed: "
-                 f"{two_ahead}; DQN's fastest seed {luckiest} s, Ape-X's {apex_first} s")
+    luckiest = min(x["seconds"] for x in _runs(r, variant="dqn").values())
+    return holds(all(x["reached"] for x in r["runs"]) and luckiest < apex_first
+                 and all(0.7 <= x <= 1.3 for x in ratios.values()),
+                 f"median time / DQN's {ratios}; DQN's fastest seed {luckiest} s, Ape-X's "
+                 f"{apex_first} s")
 
 
-@claim("results-apex-four-explorers-within-spread",
-       {RESULTS: ("Four (the CLI default) were no faster\nthan two",
-                  "took about DQN's time in the median, on about as many env steps",
-                  "has four explorers level with DQN",
-                  "going from two explorers to four does not help"),
+@claim("results-apex-two-or-four-undecided",
+       {RESULTS: ("Four explorers (the CLI default) did not\nbeat two on every seed",
+                  "has four explorers level\nwith DQN too",
+                  "going from two explorers to four does not reliably help"),
         FAQ: "single-process DQN reaches 475 in a time close to Ape-X\nwith 4 explorers"},
        "bench/results/apex.json (medians and seeds) and scaling.json's latency-0 rung")
 def _(e):
     r, rows = e.bench("apex"), {x["variant"]: x for x in e.bench("apex")["summary"]}
-    dqn, four = _runs(r, variant="dqn"), _runs(r, variant="apex-4")
+    dqn = _runs(r, variant="dqn")
+    two, four = _runs(r, variant="apex-2"), _runs(r, variant="apex-4")
+    four_ahead_always = all(four[s]["seconds"] < two[s]["seconds"] for s in two)
     lost_a_seed = any(four[s]["seconds"] > dqn[s]["seconds"] for s in dqn)
     ladder = e.row(e.bench("scaling")["summary"], latency_ms=0, variant="apex-4")
-    ok = (lost_a_seed and 0.75 <= ladder["seconds_vs_dqn"] <= 1.33
-          and 0.8 <= rows["apex-4"]["seconds_vs_dqn"] <= 1.25
-          and abs(rows["apex-4"]["median_env_steps"] / rows["dqn"]["median_env_steps"] - 1) <= 0.1
-          and rows["apex-4"]["median_seconds"] >= rows["apex-2"]["median_seconds"])
-    return holds(ok, f"apex-4 / dqn: {rows['apex-4']['seconds_vs_dqn']} in time, slower on some "
-                     f"seed: {lost_a_seed}; latency-0 rung {ladder['seconds_vs_dqn']}; apex-2 "
-                     f"{rows['apex-2']['median_seconds']} s")
+    ok = (not four_ahead_always and lost_a_seed and 0.75 <= ladder["seconds_vs_dqn"] <= 1.33
+          and 0.8 <= rows["apex-4"]["seconds_vs_dqn"] <= 1.25)
+    return holds(ok, f"four ahead of two on every seed: {four_ahead_always}; apex-4 / dqn "
+                     f"{rows['apex-4']['seconds_vs_dqn']}, slower on some seed: {lost_a_seed}; "
+                     f"latency-0 rung {ladder['seconds_vs_dqn']}")
 
 
 @claim("results-sac-far-inside-its-targets",
@@ -94,9 +91,9 @@ def _versus(e, task: str, bench: str, variant: str) -> tuple[float, float, float
 @claim("results-sb3-pendulum-cartpole",
        {RESULTS: ("On Pendulum our parallel SAC reaches the goal in a fraction of SB3's time, "
                   "with\nfewer env steps",
-                  "On CartPole SB3's DQN needed fewer env steps than either Ape-X: the CLI's\n"
-                  "default of four explorers took longer than SB3 and misses the target of half "
-                  "SB3's time, and two\nexplorers took about as long as SB3"),
+                  "On CartPole SB3's DQN needed fewer env steps than either Ape-X, and both took\n"
+                  "about SB3's time: the CLI's default of four explorers misses the target of "
+                  "half SB3's time"),
         FAQ: "on\nPendulum, our SAC is far ahead of SB3's"},
        "bench/results/apex.json, sac.json and sb3.json (the medians RESULTS.md's sb3 section "
        "compares)")
@@ -105,7 +102,7 @@ def _(e):
     four_s, four_n, sb3c_s, sb3c_n = _versus(e, "CartPole-v1", "apex", "apex-4")
     two_s, two_n, _, _ = _versus(e, "CartPole-v1", "apex", "apex-2")
     ok = (sac_s <= 0.5 * sb3p_s and sac_n < sb3p_n and min(four_n, two_n) > sb3c_n
-          and four_s > sb3c_s and 0.8 <= two_s / sb3c_s <= 1.25)
+          and all(0.8 <= x / sb3c_s <= 1.25 for x in (four_s, two_s)))
     return holds(ok, f"Pendulum: {sac_s / sb3p_s:.2f} of SB3's time; CartPole: apex-4 "
                      f"{four_s / sb3c_s:.2f} ({four_n:,.0f} env steps), apex-2 "
                      f"{two_s / sb3c_s:.2f} ({two_n:,.0f}), SB3 {sb3c_n:,.0f}")
@@ -184,15 +181,12 @@ RLLIB_BEFORE = {"committed_in": "859643e", "dqn_reached": "1/1", "dqn_steps_vs_o
                 "sac_reached": "0/1"}
 
 
-@claim("results-rllib-both-reached-ours-faster",
-       {RESULTS: ("This time both sides reached the goal on both tasks, ours in far less time",
-                  "on CartPole RLlib's DQN needed about as many env steps as our Ape-X, at under "
-                  "a tenth of its env steps per second",
-                  "on Pendulum RLlib SAC needed more env steps than our SAC, at a twentieth of "
-                  "its env steps per second or less",
-                  "The run before this one (committed in 859643e) had RLlib's DQN reach "
-                  "CartPole's goal on far fewer env steps than our Ape-X, and RLlib SAC miss "
-                  "Pendulum's within its time budget",
+@claim("results-rllib-ours-reached-faster",
+       {RESULTS: ("Our side reached the goal on both tasks, in far less time than\nRLlib's",
+                  "RLlib's env steps per second were a tenth of ours or less on both tasks",
+                  "run committed in 859643e had RLlib's DQN reach CartPole's goal on far fewer "
+                  "env steps than our\nApe-X, and RLlib SAC miss Pendulum's within its time "
+                  "budget",
                   "it was lower by the end")},
        "bench/results/rllib.json: its summary, its runs and its load before and after; the run "
        "before it (committed in 859643e, tests/test_claims.py)")
@@ -201,27 +195,23 @@ def _(e):
     cart, pend = (e.row(r["summary"], task=t) for t in ("CartPole-v1", "Pendulum-v1"))
     runs = {(run["task"], run["side"]): run for run in r["runs"]}
 
-    def against(task):             # (their env steps / ours, their env steps/s / ours, time)
+    def against(task):             # (their env steps/s / ours, our time / theirs)
         ours, theirs = runs[task, "ours"], runs[task, "rllib"]
-        return (theirs["env_steps"] / ours["env_steps"],
-                (theirs["env_steps"] / theirs["time_s"]) / (ours["env_steps"] / ours["time_s"]),
+        return ((theirs["env_steps"] / theirs["time_s"]) / (ours["env_steps"] / ours["time_s"]),
                 ours["time_s"] / theirs["time_s"])
 
-    (steps, speed, time), (sac_steps, sac_speed, sac_time) = map(against, ("CartPole-v1",
-                                                                          "Pendulum-v1"))
+    (speed, time), (sac_speed, sac_time) = map(against, ("CartPole-v1", "Pendulum-v1"))
     before = RLLIB_BEFORE
     load = r["meta"]["load_before"][0], r["meta"]["load_after"][0]
-    ok = (all(row[f"{side}_all_reached"] for row in (cart, pend) for side in ("ours", "rllib"))
-          and max(time, sac_time) < 0.33 and 0.75 <= steps <= 1.33 and speed < 0.1
-          and sac_steps > 1.0 and sac_speed <= 0.05
+    ok = (cart["ours_all_reached"] and pend["ours_all_reached"]
+          and max(time, sac_time) < 0.33 and max(speed, sac_speed) <= 0.1
           and before["dqn_reached"] == "1/1" and before["dqn_steps_vs_ours"] < 0.5
           and before["sac_reached"] == "0/1" and load[1] < load[0])
-    return holds(ok, f"CartPole: RLlib's env steps {steps:.2f}x ours, its env steps/s "
-                     f"{speed:.3f} of ours, our time / its {time:.2f}; Pendulum: {sac_steps:.2f}x"
-                     f", {sac_speed:.3f}, {sac_time:.2f}; reached: ours {cart['ours_reached']} "
-                     f"{pend['ours_reached']}, RLlib {cart['rllib_reached']} "
-                     f"{pend['rllib_reached']}; load {load[0]} before, {load[1]} after; the run "
-                     f"before: {before}")
+    return holds(ok, f"CartPole: RLlib's env steps/s {speed:.3f} of ours, our time / its "
+                     f"{time:.2f}; Pendulum: {sac_speed:.3f}, {sac_time:.2f}; reached: ours "
+                     f"{cart['ours_reached']} {pend['ours_reached']}, RLlib "
+                     f"{cart['rllib_reached']} {pend['rllib_reached']}; load {load[0]} before, "
+                     f"{load[1]} after; the run before: {before}")
 
 
 @claim("results-chaos-reached-cheaply",
@@ -229,10 +219,9 @@ def _(e):
               "beyond that noise",
         RESULTS: ("Every run under chaos reached its goal, and its checkpoint held the goal on "
                   "fresh\nepisodes.",
-                  "one of the three Ape-X runs under chaos took about two-thirds longer, one as "
-                  "long and the third was faster, and two SAC runs took as long and the third a "
-                  "little less",
-                  "every count here is a few dozen at most, well inside it",
+                  "each run under chaos took from about nine-tenths\nof that run's time to about "
+                  "two-thirds more, none twice as long",
+                  "every count here above zero is a few dozen at most, well inside it",
                   "a count below\nzero, even one of more than a hundred, means that nothing was "
                   "lost beyond that noise",
                   "restarts can be one\nfewer than kills")},
@@ -245,14 +234,10 @@ def _(e):
     negative = [r["lost"] for r in rows if r["lost"] < 0]
     cfg = ApexConfig()              # what explorers can hold unsent when a run stops
     in_flight = cfg.num_workers * (cfg.worker_chunk + cfg.num_envs * cfg.n_step)
-    apex = [r["ratio"] for r in rows if r["task"].startswith("apex")]
-    sac = [r["ratio"] for r in rows if r["task"].startswith("sac")]
     ok = (all(r["reached"] and r["holds"] for r in rows)
-          and sorted(apex)[0] < 0.95 and abs(sorted(apex)[1] - 1) <= 0.05
-          and 1.55 <= max(apex) <= 1.75
-          and sorted(abs(x - 1) <= 0.05 for x in sac) == [False, True, True]
-          and 0.85 <= min(sac) < 0.95
-          and in_flight > 100 and all(abs(r["lost"]) <= 50 for r in rows)
+          and 0.85 <= min(ratios) and max(ratios) <= 1.75
+          and in_flight > 100 and all(r["lost"] <= 50 for r in rows)
+          and all(-r["lost"] <= in_flight for r in rows)
           and all(r["kills"] - 1 <= r["restarts"] <= r["kills"] for r in rows))
     return holds(ok, f"reached and held: {all(r['reached'] and r['holds'] for r in rows)}; "
                      f"time / unkilled {min(ratios)}-{max(ratios)}; negative losses {negative}; "
@@ -276,16 +261,12 @@ def _(e):
 
 @claim("results-model-count-holds-rate-bound",
        {RESULTS: ("The model's count is within one explorer of the ladder's best at the three "
-                  "lower latencies (one against two at `env_latency_ms=0`, the same count at "
-                  "`0.5`, three against two at `2`; of the ladder's rows only `apex-auto`, which "
-                  "is this model's choice, ran three). At `5` it says six, against the ladder's "
-                  "two",
-                  "the ladder's costs still give other counts at the three higher latencies "
-                  "(two, four and eight): its acting cost over one and a half times this run's "
-                  "per step",
-                  "Its learner rate is within the model's tolerance at every latency but "
-                  "`env_latency_ms=2`, where the learner ran at about three-quarters of its "
-                  "costs' rate")},
+                  "lower\nlatencies (the model says one explorer at `env_latency_ms=0` and `0.5`, "
+                  "and three at `2`). At\n`5` it says six, more than the ladder's best",
+                  "the ladder's costs still give other counts at the three\nhigher latencies: its "
+                  "acting cost over one and a half times this run's\nper step",
+                  "Its learner rate is within the model's tolerance at three\nlatencies of four or "
+                  "more, and nowhere below about seven-tenths of its costs' rate")},
        "bench/results/model.json: its rungs against the committed ladder (scaling.json's costs)")
 def _(e):
     model, ladder = e.bench("model"), e.bench("scaling")
@@ -298,11 +279,12 @@ def _(e):
     theirs = [rungs[k]["model_count_ladder_costs"] for k in other]
     threes = {r["variant"]: r["explorers"] for r in ladder["runs"]
               if r["latency_ms"] == 2.0 and r.get("explorers") == 3}
-    return holds(counts == {0.0: (1, 2), 0.5: (1, 1), 2.0: (3, 2), 5.0: (6, 2)}
-                 and list(threes) == ["apex-auto"]
-                 and other == [0.5, 2.0, 5.0] and theirs == [2, 4, 8] and 1.5 < acting < 2
-                 and ok_rates == [0.0, 0.5, 5.0] and 0.7 <= rates[2.0] < 0.8,
+    close = all(abs(counts[k][0] - counts[k][1]) <= 1 for k in (0.0, 0.5, 2.0))
+    return holds({k: c[0] for k, c in counts.items()} == {0.0: 1, 0.5: 1, 2.0: 3, 5.0: 6}
+                 and close and counts[5.0][1] < 6
+                 and other == [0.5, 2.0, 5.0] and 1.5 < acting < 2
+                 and len(ok_rates) >= 3 and min(rates.values()) >= 0.7,
                  f"(model, ladder) counts {counts}; rows that ran 3 explorers at 2 ms "
                  f"{list(threes)}; the ladder's costs give other counts at "
-                 f"{other} ms; acting, ladder / model {acting:.2f}; rates within 20% at "
+                 f"{other} ms ({theirs}); acting, ladder / model {acting:.2f}; rates within 20% at "
                  f"{ok_rates} ms, 2 ms measured / predicted {rates[2.0]:.2f}")

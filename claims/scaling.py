@@ -24,11 +24,10 @@ def _apex(rows: dict[str, dict]) -> dict[int, dict]:
 
 
 @claim("scaling-apex-pulls-ahead",
-       {RESULTS: ("every Ape-X variant pulls further ahead of single-process DQN, and is ahead "
-                  "of SB3's DQN at every latency above zero where the ratio is decided (at "
-                  "`env_latency_ms=5` one explorer missed the cap on two seeds, so its ratio "
-                  "there is undecided; `vec-8` missed it on one seed, and its median is still a "
-                  "measured time)"),
+       {RESULTS: ("every Ape-X variant pulls further ahead of single-process DQN,\nand is ahead "
+                  "of SB3's DQN at every latency above zero where the ratio is decided (a row "
+                  "that\nmissed the cap on two seeds or more has an undecided ratio, marked in the "
+                  "table; a row that missed\nit on one seed still has a measured median)"),
         FAQ: "as\nevery env step is made to wait (`env_latency_ms`), explorers pull ahead"},
        "bench/results/scaling.json: each Ape-X variant's time / DQN's and / SB3's, latency by "
        "latency, where the ratio is decided (measured, or an upper bound)")
@@ -44,31 +43,26 @@ def _(e):
                 for r in _apex(ladder[lat]).values() if r["seconds_vs_sb3_is"] in decided)
     undecided = sorted((lat, n) for lat in latencies for n, r in _apex(ladder[lat]).items()
                        if r["seconds_vs_dqn_is"] not in decided)
-    missed = sorted((lat, v) for lat in latencies for v, r in ladder[lat].items()
-                    if v not in ("dqn", "sb3") and r["reached"] < r["seeds"])
-    exact = ladder[5.0]["vec-8"]["median_seconds_exact"]
-    one = ladder[5.0]["apex-1"]
-    return holds(falling and ahead and undecided == [(5.0, 1)]
-                 and missed == [(5.0, "apex-1"), (5.0, "vec-8")] and exact
-                 and one["seeds"] - one["reached"] == 2 and ladder[5.0]["vec-8"]["reached"] == 2,
+    short = {(lat, v): r["seeds"] - r["reached"] for lat in latencies
+             for v, r in ladder[lat].items()
+             if v not in ("dqn", "sb3") and r["reached"] < r["seeds"]}
+    one_short_measured = all(ladder[lat][v]["median_seconds_exact"]
+                             for (lat, v), n in short.items() if n == 1)
+    return holds(falling and ahead and one_short_measured
+                 and all(short.get((lat, f"apex-{n}"), 0) >= 2 for lat, n in undecided),
                  f"decided time / DQN's per variant: {series}; every decided ratio to SB3's "
                  f"above 0 ms below 1: {ahead}; undecided: {undecided}; rows that missed the cap "
-                 f"on a seed: {missed}, vec-8's median measured: {exact}")
+                 f"(seeds short): {short}; those one seed short measured: {one_short_measured}")
 
 
 @claim("scaling-fastest-count-undecided",
-       {RESULTS: ("Which number of explorers is fastest three seeds mostly do not decide: in the "
-                  "medians two at `env_latency_ms=0`, one at `0.5`, two at `2` and `5`; only at "
-                  "`2` were two explorers faster than every other count on every seed, and at "
-                  "the other latencies the fastest's range overlaps the runner-up's",
-                  "at `env_latency_ms=5` four explorers needed more than twice the env steps of "
-                  "two",
-                  "(at the highest latency four explorers needed more than twice the env steps "
-                  "of two)"),
-        FAQ: ("The benchmark's three seeds mostly do not decide the fastest count: in its "
-              "medians it was two explorers at `env_latency_ms=0`, one at `env_latency_ms=0.5`, "
-              "and two at `env_latency_ms=2` and `env_latency_ms=5` (only at `env_latency_ms=2` "
-              "did the fastest beat the runner-up on every seed)")},
+       {RESULTS: ("Which number of explorers is fastest three seeds\nmostly do not decide: at "
+                  "three latencies of four or more, the fastest count's range of times\noverlaps "
+                  "the runner-up's",
+                  "at\n`env_latency_ms=5` four explorers needed more env steps than two",
+                  "(at the highest latency four explorers needed more env steps than two)"),
+        FAQ: ("The benchmark's three seeds mostly do not decide the fastest count: at\nmost "
+              "latencies the fastest count's range of times overlaps the runner-up's")},
        "bench/results/scaling.json: the Ape-X variants by median time per latency, the ranges "
        "of the two fastest, and the env steps of two and four explorers at 5 ms")
 def _(e):
@@ -80,17 +74,15 @@ def _(e):
                         and second[1]["max_seconds"] >= first[1]["min_seconds"])
     five = _apex(_ladder(e)[5.0])
     steps = (five[4]["median_env_steps"], five[2]["median_env_steps"])
-    return holds(best == {0.0: 2, 0.5: 1, 2.0: 2, 5.0: 2}
-                 and overlap == {0.0: True, 0.5: True, 2.0: False, 5.0: True}
-                 and 2 < steps[0] / steps[1] < 3,
+    return holds(sum(overlap.values()) >= 3 and steps[0] > steps[1],
                  f"fastest number of explorers per latency: {best}; its range overlaps the "
                  f"runner-up's: {overlap}; env steps at 5 ms, four and two explorers: {steps}")
 
 
 @claim("scaling-bound-count-grows",
-       {RESULTS: ("per env step, the bound's best count moves from one explorer to four",
-                  "at each row's own env steps the bound is lowest for one or two explorers at "
-                  "every latency"),
+       {RESULTS: ("per env step, the bound's best count moves from one\nexplorer to four",
+                  "at a row's own env steps\nthe bound's best count can be fewer than per env "
+                  "step (at `0.5`, say)"),
         FAQ: "per env step, the bound's best count moves from one\nexplorer to four",
         "slides/05_apex.md": ("the\nbound's lowest point moves right as the env slows: the "
                               "slower the env, the more explorers it\ntakes to fill the waits")},
@@ -106,7 +98,7 @@ def _(e):
            for lat, rows in ladder}
     counts = list(per_step.values())
     return holds(counts == sorted(counts) and counts[0] == 1 and counts[-1] == 4
-                 and set(own.values()) <= {1, 2},
+                 and own[0.5] < per_step[0.5],
                  f"the count with the lowest bound per env step, per latency: {per_step}; at "
                  f"its own env steps: {own}")
 
@@ -126,8 +118,8 @@ def _(e):
 
 @claim("scaling-vec-ahead-only-at-low-latency",
        {RESULTS: ("On two cores it is the fastest row at latency 0 (its median below every "
-                  "Ape-X's), and from `env_latency_ms=0.5` on the best Ape-X's median is ahead "
-                  "of it, within the seeds' ranges at `0.5` and `2` and clear of them at `5`"),
+                  "Ape-X's), and from\n`env_latency_ms=0.5` on the best Ape-X's median is ahead "
+                  "of it, by the most at `5`"),
         FAQ: "(on these two cores, faster than the best Ape-X at latency 0)"},
        "bench/results/scaling.json: vec-8 against the fastest row at 0 ms and the best fixed "
        "Ape-X count above")
@@ -139,14 +131,11 @@ def _(e):
     for lat, rows in ladder.items():
         if lat > 0:
             best = min(_apex(rows).values(), key=lambda r: r["median_seconds"])
-            vec = rows["vec-8"]
-            seen[lat] = (round(vec["median_seconds"] / best["median_seconds"], 2),
-                         vec["min_seconds"] <= best["max_seconds"]
-                         and best["min_seconds"] <= vec["max_seconds"])
-    ok = level and all(ratio > 1 for ratio, _ in seen.values()) and \
-        [overlap for _, overlap in seen.values()] == [True, True, False]
-    return holds(ok, f"vec-8 the fastest row at 0 ms: {level}; vec-8 / "
-                     f"best Ape-X per latency, and whether their ranges overlap: {seen}")
+            seen[lat] = round(rows["vec-8"]["median_seconds"] / best["median_seconds"], 2)
+    ok = level and all(ratio > 1 for ratio in seen.values()) and \
+        max(seen, key=seen.get) == max(seen)
+    return holds(ok, f"vec-8 the fastest row at 0 ms: {level}; vec-8 / best Ape-X per "
+                     f"latency: {seen}")
 
 
 @claim("scaling-level-at-latency-zero",
@@ -227,15 +216,15 @@ def _(e):
                  f"ratio marks (vs dqn, vs sb3): {marks}")
 
 
-@claim("scaling-auto-met-three-of-four",
-       {RESULTS: ("took the model's count, one explorer at `env_latency_ms=0` and `0.5`, three "
+@claim("scaling-auto-met-at-0-and-2",
+       {RESULTS: ("took the\nmodel's count, one explorer at `env_latency_ms=0` and `0.5`, three "
                   "at `2`, six or seven at `5`",
-                  "it met the issue's target (at most a quarter slower) at three latencies of "
-                  "four and missed it at `0.5`",
-                  "There it chose one explorer, the fastest fixed count at that latency, and was "
-                  "still slower than the ladder's own one-explorer row",
-                  "At `5` its six or seven explorers needed more env steps than one or two and "
-                  "fewer than four")},
+                  "it met the issue's target (at most a quarter\nslower) at `0` and `2` and "
+                  "missed it at `0.5`",
+                  "At `0.5` it chose\none explorer, the fastest fixed count at that latency, and "
+                  "was "
+                  "still slower than the ladder's\nown one-explorer row",
+                  "At `5` its six or seven explorers needed more env steps than one or two")},
        "bench/results/scaling.json: apex-auto's runs (the explorers each chose), its targets, "
        "and the Ape-X rows at 0.5 and 5 ms")
 def _(e):
@@ -249,11 +238,13 @@ def _(e):
     fastest = min(half, key=lambda n: half[n]["median_seconds"])
     slower = ladder[0.5]["apex-auto"]["median_seconds"] / half[1]["median_seconds"]
     five = {v: r["median_env_steps"] for v, r in ladder[5.0].items() if v.startswith("apex-")}
-    return holds(chose == {0.0: {1}, 0.5: {1}, 2.0: {3}, 5.0: {6, 7}}
-                 and sorted(met.values()) == [False, True, True, True]
+    return holds(all(chose[k] == {n} for k, n in ((0.0, 1), (0.5, 1), (2.0, 3)))
+                 and chose[5.0] <= {6, 7}
+                 and met["0 ms: apex-auto time / best apex-N"]
+                 and met["2 ms: apex-auto time / best apex-N"]
                  and not met["0.5 ms: apex-auto time / best apex-N"]
                  and fastest == 1 and slower > 1.25
-                 and max(five["apex-1"], five["apex-2"]) < five["apex-auto"] < five["apex-4"],
+                 and max(five["apex-1"], five["apex-2"]) < five["apex-auto"],
                  f"explorers chosen per latency {chose}; targets {met}; at 0.5 ms the fastest "
                  f"fixed count {fastest}, auto / apex-1 time {slower:.2f}; at 5 ms median env "
                  f"steps {five}")
