@@ -79,6 +79,9 @@ class ApexConfig(DistributedConfig, DQNSettings):
                                       # pull every `pull_every` steps: more is never read)
     eps: float = 0.4                  # eps_i = eps^(1 + eps_alpha * i / (N-1))
     eps_alpha: float = 7.0            # how fast eps_i falls from explorer 0 to N-1
+    max_env_steps: int | None = 150_000  # stop: env step budget; above DQN's 100K because
+                                      # Ape-X's env steps to 475 spread wider over seeds (its
+                                      # explorers' high eps): bench/apex's seeds took up to ~107K
 
 
 @dataclass(frozen=True)

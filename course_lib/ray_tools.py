@@ -7,8 +7,9 @@
 - `get_result(ref)`: `ray.get`, but an error raised in an actor comes back as itself.
 - `reason(err)` and `actor_died(err)`: one line saying why a Ray call failed, and which actor
   died behind it.
-- `started_here()`, `restart_count()`, `live_actors()`: what this Ray instance is, how often
-  Ray restarted the actor we run in, and which actors hold resources now.
+- `started_here()`, `restart_count()`, `live_actors()`, `is_gone(actor_id)`: what this Ray
+  instance is, how often Ray restarted the actor we run in, which actors hold resources now,
+  and whether a killed actor's process has exited.
 """
 
 from __future__ import annotations
@@ -200,6 +201,25 @@ def restart_count() -> int:
     actor_id = ray.get_runtime_context().get_actor_id()
     info = actors(actor_id=actor_id) if actor_id else None
     return int(info["NumRestarts"]) if info else 0
+
+
+def is_gone(actor_id: str) -> bool:
+    """Whether the actor is dead in Ray's table and, if it ran on this machine, has exited."""
+    from ray._private.state import actors  # the table keeps a dead actor's pid (Ray is pinned)
+
+    info = actors(actor_id=actor_id)
+    if not info or info["State"] != "DEAD":
+        return False
+    pid, ip = info.get("Pid"), info.get("Address", {}).get("IPAddress")
+    if not pid or ip != ray.util.get_node_ip_address():
+        return True
+    try:
+        os.kill(pid, 0)                      # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False                         # it exists, and is someone else's
+    return False
 
 
 def reserved_device() -> str:

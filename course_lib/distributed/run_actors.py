@@ -42,7 +42,7 @@ from collections import Counter
 import ray
 
 from course_lib.errors import ActorFailedError, NoGPUError, OneLineError, StartError
-from course_lib.ray_tools import actor_died, live_actors, reason, started_here
+from course_lib.ray_tools import actor_died, is_gone, live_actors, reason, started_here
 
 #: the evaluator's logical CPUs: it plays a few episodes per iteration
 EVALUATOR_CPUS = 0.1
@@ -238,22 +238,3 @@ def wait_dead(actors: list, timeout_s: float) -> None:
         alive = [actor_id for actor_id in alive if not is_gone(actor_id)]
         if alive:
             time.sleep(0.01)
-
-
-def is_gone(actor_id: str) -> bool:
-    """Whether the actor is dead in Ray's table and, if it ran on this machine, has exited."""
-    from ray._private.state import actors  # the table keeps a dead actor's pid (Ray is pinned)
-
-    info = actors(actor_id=actor_id)
-    if not info or info["State"] != "DEAD":
-        return False
-    pid, ip = info.get("Pid"), info.get("Address", {}).get("IPAddress")
-    if not pid or ip != ray.util.get_node_ip_address():
-        return True
-    try:
-        os.kill(pid, 0)                      # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False                         # it exists, and is someone else's
-    return False
