@@ -81,13 +81,13 @@ def _(e):
 
 @claim("scaling-bound-count-grows",
        {RESULTS: ("per env step, the bound's best count moves from one\nexplorer to four",
-                  "at a row's own env steps\nthe bound's best count can be fewer than per env "
-                  "step (at `0.5`, say)"),
+                  "`env_latency_ms=5` four explorers needed more env steps than two, so at a "
+                  "row's own env steps\nthe bound's best count can be fewer than per env step"),
         FAQ: "per env step, the bound's best count moves from one\nexplorer to four",
         "slides/05_apex.md": ("the\nbound's lowest point moves right as the env slows: the "
                               "slower the env, the more explorers it\ntakes to fill the waits")},
        "bench/results/scaling.json: the Ape-X row with the lowest bound per env step, and at "
-       "its own env steps, per latency")
+       "its own env steps, per latency; the env steps of two and four explorers at 5 ms")
 def _(e):
     ladder = sorted(_ladder(e).items())
     per_step = {}                   # the fewest explorers within 1% of the lowest bound per step
@@ -96,11 +96,13 @@ def _(e):
         per_step[lat] = min(n for n, v in step.items() if v <= 1.01 * min(step.values()))
     own = {lat: min(_apex(rows).items(), key=lambda kv: kv[1]["bound_s"])[0]
            for lat, rows in ladder}
-    counts = list(per_step.values())
+    counts, five = list(per_step.values()), _apex(dict(ladder)[5.0])
+    steps = {n: five[n]["median_env_steps"] for n in (2, 4)}
     return holds(counts == sorted(counts) and counts[0] == 1 and counts[-1] == 4
-                 and own[0.5] < per_step[0.5],
+                 and steps[4] > steps[2],
                  f"the count with the lowest bound per env step, per latency: {per_step}; at "
-                 f"its own env steps: {own}")
+                 f"its own env steps: {own}; 5 ms median env steps, two and four explorers: "
+                 f"{steps}")
 
 
 @claim("scaling-four-explorers-most-cpu",
@@ -118,8 +120,9 @@ def _(e):
 
 @claim("scaling-vec-ahead-only-at-low-latency",
        {RESULTS: ("On two cores it is the fastest row at latency 0 (its median below every "
-                  "Ape-X's), and from\n`env_latency_ms=0.5` on the best Ape-X's median is ahead "
-                  "of it, by the most at `5`"),
+                  "Ape-X's); from\n`env_latency_ms=2` on the best Ape-X's median is ahead "
+                  "of it, by the most at `5`, and at `0.5`\nthe two rows' ranges of times "
+                  "overlap"),
         FAQ: "(on these two cores, faster than the best Ape-X at latency 0)"},
        "bench/results/scaling.json: vec-8 against the fastest row at 0 ms and the best fixed "
        "Ape-X count above")
@@ -132,10 +135,14 @@ def _(e):
         if lat > 0:
             best = min(_apex(rows).values(), key=lambda r: r["median_seconds"])
             seen[lat] = round(rows["vec-8"]["median_seconds"] / best["median_seconds"], 2)
-    ok = level and all(ratio > 1 for ratio in seen.values()) and \
+            if lat == 0.5:
+                vec = rows["vec-8"]
+                overlap = (vec["min_seconds"] <= best["max_seconds"]
+                           and best["min_seconds"] <= vec["max_seconds"])
+    ok = level and overlap and all(seen[lat] > 1 for lat in (2.0, 5.0)) and \
         max(seen, key=seen.get) == max(seen)
     return holds(ok, f"vec-8 the fastest row at 0 ms: {level}; vec-8 / best Ape-X per "
-                     f"latency: {seen}")
+                     f"latency: {seen}; ranges overlap at 0.5 ms: {overlap}")
 
 
 @claim("scaling-level-at-latency-zero",
@@ -161,8 +168,8 @@ def _(e):
 
 @claim("scaling-sb3-between-at-zero",
        {RESULTS: "SB3's DQN, with about half of DQN's env steps to the goal, sits between them",
-        FAQ: "SB3's DQN is about as fast as 4 explorers, or a little faster, in both benchmarks "
-             "that run it"},
+        FAQ: "SB3's DQN takes the time of 4 explorers within about a quarter either way, in "
+             "both benchmarks that run it"},
        "scaling.json's 0 ms rung, and sb3.json against apex.json's four explorers")
 def _(e):
     rows = _ladder(e)[0.0]
@@ -173,7 +180,7 @@ def _(e):
              / e.row(e.bench("apex")["summary"], variant="apex-4")["median_seconds"])
     ladder = sb3["median_seconds"] / rows["apex-4"]["median_seconds"]
     return holds(best < sb3["median_seconds"] < dqn["median_seconds"] and half
-                 and all(0.75 <= r <= 1.15 for r in (bench, ladder)),
+                 and all(0.75 <= r <= 1.33 for r in (bench, ladder)),
                  f"0 ms: best Ape-X {best} s, SB3 {sb3['median_seconds']} s, DQN "
                  f"{dqn['median_seconds']} s; SB3's env steps / DQN's "
                  f"{sb3['median_env_steps'] / dqn['median_env_steps']:.2f}; SB3 / four explorers: "
@@ -216,35 +223,31 @@ def _(e):
                  f"ratio marks (vs dqn, vs sb3): {marks}")
 
 
-@claim("scaling-auto-met-at-0-and-2",
+@claim("scaling-auto-misses-are-the-spread",
        {RESULTS: ("took the\nmodel's count, one explorer at `env_latency_ms=0` and `0.5`, three "
                   "at `2`, six or seven at `5`",
-                  "it met the issue's target (at most a quarter\nslower) at `0` and `2` and "
-                  "missed it at `0.5`",
-                  "At `0.5` it chose\none explorer, the fastest fixed count at that latency, and "
-                  "was "
-                  "still slower than the ladder's\nown one-explorer row",
+                  "it met the issue's target (at most a quarter\nslower) at two latencies of "
+                  "four or more",
+                  "Below `5`, where it\nmissed, it had chosen the fastest fixed count's own "
+                  "number of explorers and was still slower\nthan that row",
                   "At `5` its six or seven explorers needed more env steps than one or two")},
        "bench/results/scaling.json: apex-auto's runs (the explorers each chose), its targets, "
-       "and the Ape-X rows at 0.5 and 5 ms")
+       "the fastest fixed count per latency, and the Ape-X rows' env steps at 5 ms")
 def _(e):
     scaling, ladder = e.bench("scaling"), _ladder(e)
     chose = {}
     for r in scaling["runs"]:
         if r["variant"] == "apex-auto":
             chose.setdefault(r["latency_ms"], set()).add(r["explorers"])
-    met = {k: t["met"] for k, t in scaling["targets"].items() if "apex-auto" in k}
-    half = _apex(ladder[0.5])
-    fastest = min(half, key=lambda n: half[n]["median_seconds"])
-    slower = ladder[0.5]["apex-auto"]["median_seconds"] / half[1]["median_seconds"]
+    met = {float(k.split(" ms")[0]): t["met"] for k, t in scaling["targets"].items()
+           if "apex-auto" in k}
+    fastest = {lat: min(_apex(rows), key=lambda n: _apex(rows)[n]["median_seconds"])
+               for lat, rows in ladder.items()}
+    missed_same_count = all(chose[lat] == {fastest[lat]}
+                            for lat, ok in met.items() if not ok and lat < 5)
     five = {v: r["median_env_steps"] for v, r in ladder[5.0].items() if v.startswith("apex-")}
     return holds(all(chose[k] == {n} for k, n in ((0.0, 1), (0.5, 1), (2.0, 3)))
-                 and chose[5.0] <= {6, 7}
-                 and met["0 ms: apex-auto time / best apex-N"]
-                 and met["2 ms: apex-auto time / best apex-N"]
-                 and not met["0.5 ms: apex-auto time / best apex-N"]
-                 and fastest == 1 and slower > 1.25
+                 and chose[5.0] <= {6, 7} and sum(met.values()) >= 2 and missed_same_count
                  and max(five["apex-1"], five["apex-2"]) < five["apex-auto"],
-                 f"explorers chosen per latency {chose}; targets {met}; at 0.5 ms the fastest "
-                 f"fixed count {fastest}, auto / apex-1 time {slower:.2f}; at 5 ms median env "
-                 f"steps {five}")
+                 f"explorers chosen per latency {chose}; target met per latency {met}; the "
+                 f"fastest fixed count per latency {fastest}; at 5 ms median env steps {five}")

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from claims import readings
+from claims.__main__ import check, evidence_at
 from claims.evidence import ROOT, Evidence, EvidenceError, Output
 from claims.registry import CLAIMS, all_claims, missing_phrases, prose, verdict
 
@@ -105,6 +107,31 @@ def test_a_result_edited_so_that_a_reading_reverses_makes_it_false(tmp_path):
     path.write_text(json.dumps(result))
     seen = verdict(item, Evidence(tmp_path))
     assert not seen.ok and "2.0: 1" in seen.seen
+
+
+def test_also_checks_every_claim_on_another_commits_results(tmp_path, capsys):
+    """`python -m claims --also REV` reads the tree of commit REV as well: in a repository whose
+    commit gives one explorer the most CPU seconds at 2 ms, that claim is false at the commit
+    (and still true here), and the whole check fails, naming the commit. A REV git does not know
+    is one line that says what to give."""
+    repo = tmp_path / "repo"
+    path = _copy("bench/results/scaling.json", repo)
+    result = json.loads(path.read_text())
+    row = next(r for r in result["summary"] if r["latency_ms"] == 2.0 and r["variant"] == "apex-1")
+    row["median_cpu_s"] = 1e6
+    path.write_text(json.dumps(result))
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "edited"]):
+        subprocess.run(git + args, check=True)
+    (tmp_path / "out").mkdir()
+    item = CLAIMS["scaling-four-explorers-most-cpu"]
+    assert verdict(item, Evidence()).ok
+    assert not verdict(item, evidence_at("HEAD", tmp_path / "out", repo)).ok
+    assert check(also="HEAD", root=repo) == 1
+    printed = capsys.readouterr().out
+    assert "FALSE at HEAD" in printed.split("scaling-four-explorers-most-cpu", 1)[1]
+    with pytest.raises(SystemExit, match="git cannot archive it.*give a commit"):
+        evidence_at("no-such-commit", tmp_path / "out", repo)
 
 
 def test_a_reworded_phrase_leaves_its_claim_unplaced(tmp_path):
