@@ -950,6 +950,15 @@ def test_the_chaos_bench_sets_each_chaos_run_against_its_unkilled_seed_and_rende
     assert "| apex:CartPole-v1 | 0 | yes | 500 | yes | 3 | 1 | 2 | 50 | 32.00 | 40.00 | 1.25 |" \
         in report
     assert f"```\n{line}\n```" in report and "exit 0, apex CartPole-v1: reached 500.0" in report
+    # a run that reached its goal before the kill tested nothing: it says so, and misses
+    unkilled = {"exit": 0, "killed": False, "line": "", "one_line": True, "names_learner": False,
+                "command": None, "reached": False, "holds": False}
+    assert not chaos.check_targets(rows, unkilled)[
+        "killed learner: one line, its command reached the goal, checkpoint held"]["met"]
+    report = run_all.write_report({"chaos": {**result, "learner": unkilled}}, quick=False,
+                                  out=tmp_path / "R2.md")
+    assert "The run ended (exit 0) before its learner was killed: nothing was tested." in report
+    assert "```\n\n```" not in report
 
 
 def test_the_ladders_cap_grows_with_this_machines_bare_costs_per_rung():
