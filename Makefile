@@ -64,7 +64,7 @@ help:
 	@echo "make lock       requirements/lock.txt: uv's resolution for every platform (needs PyPI)"
 	@echo "make bench      every benchmark, then bench/RESULTS.md (QUICK=1: a smoke run)"
 	@echo "make fresh      list the notebooks, results and figures whose code changed since they ran"
-	@echo "make refresh    every benchmark, then every notebook in full mode (~95 min, quiet machine)"
+	@echo "make refresh    every benchmark, then every notebook in full mode (~90 min, quiet machine)"
 
 # Python 3.11.5 to 3.13 (requires-python in pyproject.toml). Outside it, one line says so and
 # gives the command that gets one: UV_PYTHON=3.12 makes the venv with uv, which uses a Python
@@ -225,7 +225,7 @@ bench: $(STAMP)
 fresh: $(STAMP)
 	$(BIN)/python scripts/fresh.py $(if $(REPORT),--report,)
 
-# Everything that goes stale, re-run from committed code (97 minutes when last timed whole, on a
+# Everything that goes stale, re-run from committed code (89.8 minutes when last timed whole, on a
 # quiet 2-core machine; the budget is in CONTRIBUTING.md): every benchmark, the RLlib profile
 # notebook 07 prints, then every notebook in full mode (after the benchmarks: they print their
 # results), then the numbers of the decks and guides. It ends with `make fresh`, which must list nothing.

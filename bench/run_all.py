@@ -33,7 +33,7 @@ a Ray instance or the CPUs. Each measures course_lib and its reference in the sa
 | node_loss    | Ape-X, a replay shard per node on | the same run with no node lost, and|
 |              | 3 local nodes, one node removed   | explorers adding to any shard      |
 
-All of them take about 77 minutes on a quiet 2-core machine, the scaling ladder 28 of them
+All of them take about 74 minutes on a quiet 2-core machine, the scaling ladder 27 of them
 (CONTRIBUTING.md, "A full refresh", has each one's time from its committed record).
 A benchmark whose script is missing, or that fails, is reported as such in RESULTS.md; the
 others still run. `--only NAME ...` runs those, and the report keeps the others' last JSON
