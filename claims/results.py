@@ -222,10 +222,10 @@ def _(e):
                   "fresh\nepisodes.",
                   "each run under chaos took from about four-fifths\nof that run's time to about "
                   "two-thirds more, none twice as long",
-                  "every count here, above zero or below, is inside it (what four explorers\ncan "
-                  "hold unsent: 848 transitions)",
+                  "every count here, above zero or below, is inside it (what the explorers\ncan "
+                  "hold unsent when a run stops)",
                   "a count of a couple of hundred above zero is also what\none killed explorer's "
-                  "full outbox (`send_every`, 200 transitions) loses",
+                  "full outbox (`send_every` transitions) loses",
                   "a count below\nzero, even one of more than a hundred, means that nothing was "
                   "lost beyond that noise",
                   "restarts can be one\nfewer than kills")},
@@ -240,7 +240,7 @@ def _(e):
     in_flight = cfg.num_workers * (cfg.worker_chunk + cfg.num_envs * cfg.n_step)
     ok = (all(r["reached"] and r["holds"] for r in rows)
           and 0.8 <= min(ratios) and max(ratios) <= 1.75
-          and in_flight == 848 and cfg.send_every == 200
+          and 100 <= cfg.send_every <= 300          # "a couple of hundred"
           and all(abs(r["lost"]) <= in_flight for r in rows)
           and all(r["kills"] - 1 <= r["restarts"] <= r["kills"] for r in rows))
     return holds(ok, f"reached and held: {all(r['reached'] and r['holds'] for r in rows)}; "

@@ -10,6 +10,7 @@ phrase reworded away makes it unplaced; missing evidence is a false claim with a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -71,8 +72,9 @@ def _copy(relative: str, tmp_path: Path) -> Path:
 
 def test_swapping_two_numbers_of_a_committed_output_makes_the_reading_false(tmp_path):
     """Notebook 02 reads its sync/async run as 'per env step the asynchronous run makes more
-    updates'. In a copy of the notebook, swap the two runs' updates in the printed lines:
-    the same claim is now false on the copy, and still true on the committed notebook."""
+    updates'. In a copy of the notebook, swap the two runs' updates and env steps in the
+    printed lines: the same claim is now false on the copy, and still true on the committed
+    notebook."""
     item = CLAIMS["nb02-async-more-updates-per-env-step"]
     assert verdict(item, Evidence()).ok
     path = _copy("notebooks/02_parallel_rollouts.ipynb", tmp_path)
@@ -80,11 +82,11 @@ def test_swapping_two_numbers_of_a_committed_output_makes_the_reading_false(tmp_
     [cell] = [c for c in nb["cells"] if c.get("id") == "f5febdcd"]
     text = "".join(o.get("text", "") if isinstance(o.get("text"), str) else "".join(o["text"])
                    for o in cell["outputs"] if o["output_type"] == "stream")
-    sync = Output("", text).grab(r"(?m)^\s*sync: ([\d,]+) updates")[0]
-    other = Output("", text).grab(r"async: ([\d,]+) updates")[0]
-    swapped = (text.replace(f" sync: {sync:,.0f} updates", "SYNC")
-               .replace(f"async: {other:,.0f} updates", f"async: {sync:,.0f} updates")
-               .replace("SYNC", f" sync: {other:,.0f} updates"))
+    run = r"(\d[\d,]* updates, [\d,]+ env steps)"
+    sync = re.search(r"(?m)^\s*sync: " + run, text)[1]
+    other = re.search(r"async: " + run, text)[1]
+    swapped = (text.replace(f" sync: {sync}", "SYNC").replace(f"async: {other}", f"async: {sync}")
+               .replace("SYNC", f" sync: {other}"))
     assert swapped != text
     for out in cell["outputs"]:
         if out["output_type"] == "stream":
