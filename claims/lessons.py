@@ -103,7 +103,8 @@ def _(e):
        "the acting ladder's printed rates and bounds at latency 0 (cell nb02-ladder-measure)")
 def _(e):
     _, batched, actors = ladder_rows(e, "02_parallel_rollouts", "nb02-ladder-measure")[0.0]
-    return holds(actors[0] < 0.9 * actors[1] and batched[2] > 1.5,
+    # "less" than their bound, by more than the few percent two rates of one run differ by
+    return holds(actors[0] < 0.95 * actors[1] and batched[2] > 1.5,
                  f"actors {actors[0]:,.0f}/s against a bound of {actors[1]:,.0f}; "
                  f"batched {batched[2]}x one env")
 
