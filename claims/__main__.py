@@ -38,9 +38,9 @@ def check(also: str | None = None, root: Path = ROOT) -> int:
         for item in all_claims().values():
             missing, seen = missing_phrases(item), verdict(item, evidence)
             theirs = verdict(item, other) if other else seen
-            ok = seen.ok and theirs.ok and not missing
-            bad += not ok
-            print(f"{'ok   ' if ok else 'FALSE'} {item.id}: {seen.seen}"
+            here = seen.ok and not missing          # the first word is this checkout's verdict
+            bad += not (here and theirs.ok)
+            print(f"{'ok   ' if here else 'FALSE'} {item.id}: {seen.seen}"
                   + (f"\n      FALSE at {also}: {theirs.seen}"
                      if also and not theirs.ok else "")
                   + "".join(f"\n      phrase gone: {m}" for m in missing))
