@@ -4,7 +4,7 @@ repeats it beside two runs that lose nothing).
 
     with local_cluster() as cluster:          # a head node and two more, this process the driver
         trainer = ShardedApexTrainer(cfg)
-        NodeLoss(cluster, trainer, at_s=15).start()      # removes a node 15 s into the run
+        NodeLoss(cluster, trainer, 15_000).start()   # removes a node at 15,000 env steps
         run_training(trainer, cfg)
 
 The cluster is `ray.cluster_utils.Cluster`, the tool Ray's own node-failure tests use: each node
@@ -13,6 +13,11 @@ away. The node removed is one other than the head's and the learner's: the learn
 and optimiser live only in its process (a run whose learner is lost continues from its
 checkpoint, notebook 05's appendix). `run_one` is one whole run with its report; `line` says
 it in one line.
+
+The loss and the quick run's end are counted in env steps, not seconds. A node's explorers
+restart within a few thousand of the other explorers' env steps on a fast machine and on one
+three times slower alike; a clock that counts start-up ended a slow, busy machine's quick run
+before its explorers were back.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from course_lib.sharded_apex import ShardedApexConfig, ShardedApexTrainer
 from course_lib.trainer import run_training
 
 NODES, CPUS_PER_NODE = 3, 1
-LOSE_AT_S = 15.0                 # seconds after the run's start (its clock: start-up counted)
+LOSE_AT_ENV_STEPS = 15_000       # the node goes once the explorers made this many env steps
+QUICK_LOSE_AT, QUICK_ENV_STEPS = 3_000, 12_000    # quick: the loss, and the run's end
 #: run name -> (explorers add to their own node's shard, a node is lost)
 RUNS = {"local": (True, False), "spread": (False, False), "lost": (True, True)}
 #: the head notices a node gone within about 1.5 s (Ray's default: 15 s); no dashboard: nothing
@@ -43,10 +49,11 @@ HEAD = {"num_cpus": CPUS_PER_NODE, "object_store_memory": 300 * 2**20, "include_
 
 
 def config(seed: int, quick: bool, local: bool) -> ShardedApexConfig:
-    """The CLI default's Ape-X (4 explorers) with one shard per node; quick: 40 s, no goal."""
+    """The CLI default's Ape-X (4 explorers) with one shard per node, at most 240 s; quick:
+    `QUICK_ENV_STEPS` env steps, no goal."""
     cfg = ShardedApexConfig(seed=seed, local_shards=local, max_time_s=240.0,
                             max_worker_restarts=10)
-    return cfg.updated({"max_time_s": 40.0, "target_return": None, "max_env_steps": None}
+    return cfg.updated({"target_return": None, "max_env_steps": QUICK_ENV_STEPS}
                        if quick else {})
 
 
@@ -69,20 +76,20 @@ def local_cluster():
 
 
 class NodeLoss(threading.Thread):
-    """Removes one node of `cluster` `at_s` seconds into the run (or later, once the learner
-    has made its first updates), one that holds a shard and no learner (never the head); then
-    watches Ray's actor table until every explorer that
-    ran there is alive again. `report`: what was lost, and when it was back."""
+    """Removes one node of `cluster` once the explorers have made `at_env_steps` env steps (or
+    later, once the learner has made its first updates), one that holds a shard and no learner
+    (never the head); then watches Ray's actor table until every explorer that ran there is
+    alive again. `report`: what was lost, and when it was back."""
 
-    def __init__(self, cluster: Cluster, trainer: ShardedApexTrainer, at_s: float):
+    def __init__(self, cluster: Cluster, trainer: ShardedApexTrainer, at_env_steps: int):
         super().__init__(daemon=True)
-        self.cluster, self.trainer, self.at_s = cluster, trainer, at_s
+        self.cluster, self.trainer, self.at_env_steps = cluster, trainer, at_env_steps
         self.stopped, self.report = threading.Event(), {}
 
     def run(self) -> None:
         t = self.trainer
-        # mid-run on a slow or busy machine too: `at_s` passed and the learner has begun
-        while time.perf_counter() < t.start + self.at_s or t.counters.learner_updates == 0:
+        # the driver's counters, as of its last iteration
+        while t.counters.env_steps < self.at_env_steps or t.counters.learner_updates == 0:
             if self.stopped.wait(0.25):
                 return
         learner = ray.get(t.learner_actor.__ray_call__.remote(
@@ -136,7 +143,7 @@ def run_one(seed: int, quick: bool, name: str, folder: Path) -> dict:
     cfg = config(seed, quick, local)
     with local_cluster() as cluster:
         trainer = ShardedApexTrainer(cfg)
-        loss = NodeLoss(cluster, trainer, 10.0 if quick else LOSE_AT_S)
+        loss = NodeLoss(cluster, trainer, QUICK_LOSE_AT if quick else LOSE_AT_ENV_STEPS)
         seen: dict = {}
         close = trainer.close
         trainer.close = lambda: (loss.stopped.set(), seen.update(traffic(trainer)), close())
@@ -168,7 +175,7 @@ def line(r: dict) -> str:
             f"adds MB {mb['adds']}, draws MB {mb['draws']}")
     if r["node_lost"]:
         n = r["node_lost"]
-        text += (f"; node lost at {n['at_s']} s with shard {n['shard']} "
-                 f"({n['replay_share']:.0%} of the replay) and explorers {n['explorers']}, "
-                 f"back in {n['back_s']} s")
+        text += (f"; node lost at {n['at_s']} s ({n['env_steps']:,} env steps) with shard "
+                 f"{n['shard']} ({n['replay_share']:.0%} of the replay) and explorers "
+                 f"{n['explorers']}, back in {n['back_s']} s")
     return text + f"; checkpoint on 20 fresh episodes {r['checkpoint_score']:.1f}"

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import ray
 
+from course_lib import node_loss
 from course_lib.distributed.run_actors import wait_dead
 from course_lib.replay.server import ShardStoreActor
 from course_lib.replay.shard_sampler import ShardSampler
@@ -152,10 +153,10 @@ def test_a_sharded_config_refuses_sample_ahead_in_one_line():
 
 
 def test_a_node_lost_mid_run_the_learner_goes_on_and_its_explorers_come_back(tmp_path):
-    """A 3-node cluster on this machine, a node with a shard and an explorer removed 10 s in
-    (bench/node_loss.py's quick run): the run ends by its clock, not a hang or an error, the
-    learner kept updating after the loss, the lost shard is booked, and every explorer that ran
-    on the node is alive again elsewhere."""
+    """A 3-node cluster on this machine, a node with a shard and an explorer removed at 3,000
+    env steps (bench/node_loss.py's quick run): the run ends at its env-step budget, not by its
+    time cap, a hang or an error, the learner kept updating after the loss, the lost shard is
+    booked, and every explorer that ran on the node is alive again elsewhere."""
     script = ("import json, sys; from pathlib import Path; from course_lib import node_loss; "
               "r = node_loss.run_one(0, True, 'lost', Path(sys.argv[1])); "
               "Path(sys.argv[1], 'r.json').write_text(json.dumps(r, default=str))")
@@ -169,7 +170,8 @@ def test_a_node_lost_mid_run_the_learner_goes_on_and_its_explorers_come_back(tmp
     assert done.returncode == 0, done.stderr[-2000:]
     r = json.loads((tmp_path / "r.json").read_text())
     loss = r["node_lost"]
-    assert r["stopped_by"] == "time_s"
+    assert r["stopped_by"] == "env_steps"
+    assert loss["env_steps"] >= node_loss.QUICK_LOSE_AT
     assert loss["back_s"] is not None and loss["explorers"]
     assert r["updates"] > loss["updates"] > 0                 # learning went on after it
     assert r["env_steps"] > loss["env_steps"]
