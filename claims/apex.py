@@ -64,17 +64,22 @@ def _(e):
 
 
 @claim("nb05-explorers-approach-bound",
-       {NB05: ("and approach their bound, up to sixteen times the\n  single process",
-               "collect the same kind of gain from the waits without Ray,\n  up to four times")},
+       {NB05: ("and approach their bound, sixteen times the\n  single process's",
+               "collect the same kind of gain from the waits without Ray,\n  up to their bound "
+               "of four times")},
        "the acting ladder at its longest latency (cell nb05-ladder-measure)")
 def _(e):
     ladder = ladder_rows(e, "05_apex", "nb05-ladder-measure")
-    _, batched, explorers = ladder[max(ladder)]
-    # "approach": at least 70% of the bound (0.75 until the run of 2026-11-27 gave 0.747)
-    return holds(10 <= explorers[2] <= 16 and explorers[0] >= 0.7 * explorers[1]
-                 and 3 <= batched[2] <= 4.1,
+    single, batched, explorers = ladder[max(ladder)]
+    # "approach": at least 70% of the bound (0.75 until the run of 2026-11-27 gave 0.747); the
+    # bounds are against one env's bound (the factor is against its measured rate, which fell
+    # further short of its bound than theirs on the slower machine of 2026-11-29: 16.3x)
+    return holds(explorers[0] >= 0.7 * explorers[1] and 15 <= explorers[1] / single[1] <= 17
+                 and explorers[2] >= 10 and batched[0] >= 0.7 * batched[1]
+                 and 3.8 <= batched[1] / single[1] <= 4.2,
                  f"at {max(ladder):g} ms: explorers {explorers[2]}x ({explorers[0]:,.0f}/s of "
-                 f"a {explorers[1]:,.0f} bound), batched {batched[2]}x")
+                 f"a {explorers[1]:,.0f} bound), batched {batched[2]}x ({batched[0]:,.0f}/s of "
+                 f"{batched[1]:,.0f}), one env's bound {single[1]:,.0f}")
 
 
 @claim("nb05-timeline-learner-busy-explorers-bursts",

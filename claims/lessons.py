@@ -87,14 +87,21 @@ def ladder_rows(e, stem: str, cell_id: str) -> dict[float, list[tuple[float, flo
 
 
 @claim("nb02-ladder-waits-overlap",
-       {NB02: "the actors and the\nbatched envs both approach four times the single process, "
-              "which is their bound"},
-       "the acting ladder's printed factors at its longest latency (cell nb02-ladder-measure)")
+       {NB02: "the actors and the\nbatched envs both approach their bound, four times the "
+              "single process's"},
+       "the acting ladder's printed rates, bounds and factors at its longest latency (cell "
+       "nb02-ladder-measure)")
 def _(e):
     ladder = ladder_rows(e, "02_parallel_rollouts", "nb02-ladder-measure")
-    _, batched, actors = ladder[max(ladder)]
-    return holds(3.4 <= batched[2] <= 4.1 and 3.4 <= actors[2] <= 4.1,
-                 f"at {max(ladder):g} ms: batched {batched[2]}x, actors {actors[2]}x")
+    single, batched, actors = ladder[max(ladder)]
+    # the factor is against the single process's measured rate, which can fall further short
+    # of its own bound than theirs do (4.4x on the slower machine of 2026-11-29): "approach"
+    # is their rate against their bound, at least 75% of it, and that bound four times one env's
+    return holds(all(r[0] >= 0.75 * r[1] and 3.9 <= r[1] / single[1] <= 4.1 and r[2] >= 3.4
+                     for r in (batched, actors)),
+                 f"at {max(ladder):g} ms: batched {batched[0]:,.0f}/s of {batched[1]:,.0f} "
+                 f"({batched[2]}x), actors {actors[0]:,.0f}/s of {actors[1]:,.0f} "
+                 f"({actors[2]}x), one env's bound {single[1]:,.0f}")
 
 
 @claim("nb02-actors-below-bound-at-zero",
