@@ -190,7 +190,8 @@ def left_to_nbval(instructor, attendee) -> dict[int, str]:
     shared |= {nbtools.attendee_lines(c.source) for c in instructor.cells
                if c.cell_type == "code" and same_in_this_run(c.source)}
     code = [c for c in attendee.cells if c.cell_type == "code"]
-    first = next(i for i, c in enumerate(code) if "exercise" in c.metadata.get("tags", []))
+    first = next((i for i, c in enumerate(code) if "exercise" in c.metadata.get("tags", [])),
+                 len(code))                 # no exercise: all of it is set-up, all of it runs
     why, reached = {}, set()       # reached: names bound from what an exercise defines
     for i, cell in enumerate(code):
         tags = set(cell.metadata.get("tags", []))

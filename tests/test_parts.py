@@ -30,6 +30,7 @@ APEX = ApexConfig.preset(quick=True).updated({
     "num_workers": 2, "hidden": (32,), "learning_starts": 300, "replay_ratio": 4.0,
     "batch_size": 32, "worker_chunk": 100, "learner_chunk": 20, "eval_every_s": 1.0,
     "eval_episodes": 2, "max_env_steps": 1_200, "max_time_s": None})
+ONE_EXPLORER = APEX.updated({"num_workers": 1})   # for a piece that breaks in any explorer
 SAC = SACConfig.preset(quick=True).updated({
     "num_workers": 2, "hidden": (32, 32), "batch_size": 64, "start_steps": 200,
     "learning_starts": 200, "worker_chunk": 100, "learner_chunk": 20, "eval_every_s": 1.0,
@@ -116,15 +117,21 @@ def tally(notebook_main):
     ray.kill(actor)
 
 
-def test_apex_trains_on_the_attendees_outbox(notebook_main, tally):
+def test_apex_trains_on_the_attendees_outbox_and_descent(notebook_main, tally):
+    """One run with both pieces: the explorers send through the attendee's outbox and the
+    learner samples through their descent."""
     chosen, said = exercises.yours(ApexTrainer, outbox=notebook_main["Outbox"])
     assert said == "explorer send step: yours" and chosen.filled() == ["outbox"]
-    result = ApexTrainer.train(APEX, slots=slots_for(
-        ApexTrainer, {"outbox": notebook_main["TalliedOutbox"]}))
-    added = ray.get(tally.read.remote())["added"]
+    _, said = exercises.yours(ApexTrainer, find_prefix_sum=notebook_main["find_prefix_sum"])
+    assert said == "sum-tree descent: yours"
+    result = ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {
+        "outbox": notebook_main["TalliedOutbox"],
+        "find_prefix_sum": notebook_main["tallied_descent"]}))
+    counts = ray.get(tally.read.remote())
     assert result.last["learner_updates"] > 0
     # every transition the replay reported stored went through the attendee's outbox
-    assert added >= result.last["replay_size"] > 0
+    assert counts["added"] >= result.last["replay_size"] > 0
+    assert counts.get("descents", 0) > 0                         # sent from the learner
 
 
 def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
@@ -137,15 +144,6 @@ def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
     assert steps >= result.last["env_steps"] > 0     # each env step went through its step()
 
 
-def test_apex_samples_through_the_attendees_descent(notebook_main, tally):
-    _, said = exercises.yours(ApexTrainer, find_prefix_sum=notebook_main["find_prefix_sum"])
-    assert said == "sum-tree descent: yours"
-    result = ApexTrainer.train(APEX, slots=slots_for(
-        ApexTrainer, {"find_prefix_sum": notebook_main["tallied_descent"]}))
-    assert result.last["learner_updates"] > 0
-    assert ray.get(tally.read.remote()).get("descents", 0) > 0   # sent from the learner
-
-
 def test_a_wrong_descent_ends_the_run_with_one_line_naming_it(notebook_main):
     namespace = dict(notebook_main)
     exec('''
@@ -153,7 +151,7 @@ def off_by_one(sums, first_leaf, target):
     return max(0, find_prefix_sum(sums, first_leaf, target) - 1)
 ''', namespace)
     with pytest.raises(ActorFailedError) as caught:
-        ApexTrainer.train(APEX, slots=slots_for(
+        ApexTrainer.train(ONE_EXPLORER, slots=slots_for(
             ApexTrainer, {"find_prefix_sum": namespace["off_by_one"]}))
     line = str(caught.value)
     assert re.match(r"^your find_prefix_sum broke its contract in the learner: for target "
@@ -205,8 +203,8 @@ def test_a_broken_outbox_ends_the_run_with_one_line_naming_it(notebook_main, kin
     namespace = dict(notebook_main)
     exec(source, namespace)
     with pytest.raises(ActorFailedError) as caught:
-        ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {"outbox": namespace["Broken"]},
-                                                timeout_s=2.0))
+        ApexTrainer.train(ONE_EXPLORER, slots=slots_for(
+            ApexTrainer, {"outbox": namespace["Broken"]}, timeout_s=2.0))
     assert re.match(message, str(caught.value)), str(caught.value)
 
 

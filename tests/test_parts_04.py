@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import ray
 import test_parts
-from test_parts import APEX, TALLY_ACTOR  # its quick Ape-X and its counting actor
+from test_parts import APEX, ONE_EXPLORER, TALLY_ACTOR  # its quick Ape-X, its counting actor
 
 from course_lib.apex import ApexTrainer
 from course_lib.errors import ActorFailedError
@@ -138,7 +138,7 @@ def test_a_wrong_piece_ends_the_run_with_one_line_naming_it(notebook_main, tally
     namespace = dict(notebook_main)
     exec(source, namespace)
     with pytest.raises(ActorFailedError) as caught:
-        ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {key: namespace["wrong"]}))
+        ApexTrainer.train(ONE_EXPLORER, slots=slots_for(ApexTrainer, {key: namespace["wrong"]}))
     line = str(caught.value)
     assert re.match(message, line) and "\n" not in line, line
 

@@ -172,8 +172,8 @@ def test_a_wrong_maths_piece_ends_a_run_with_one_line(ray_local):
     namespace = notebook_namespace("solution")
     exec(WRONG["soft_target"][0], namespace)
     with pytest.raises(ActorFailedError) as caught:
-        sac.SACTrainer.train(SAC, slots=slots_for(sac.SACTrainer, {
-            "soft_target": namespace["soft_target"]}))
+        sac.SACTrainer.train(SAC.updated({"num_workers": 1}), slots=slots_for(sac.SACTrainer, {
+            "soft_target": namespace["soft_target"]}))            # a learner piece: one worker
     assert re.match("^" + WRONG["soft_target"][1], str(caught.value)), str(caught.value)
 
 
@@ -255,8 +255,8 @@ def test_a_broken_rollout_ends_the_run_with_one_line_naming_it(ray_local, kind):
     namespace = {"__name__": "__main__", "torch": torch, "sac": sac}
     exec(source.replace(old, new), namespace)
     with pytest.raises(ActorFailedError) as caught:
-        sac.SACTrainer.train(SAC.updated({"num_envs": 1, "send_every": 30}), slots=slots_for(
-            sac.SACTrainer, {"rollout": namespace["rollout"]}))
+        sac.SACTrainer.train(SAC.updated({"num_workers": 1, "num_envs": 1, "send_every": 30}),
+                             slots=slots_for(sac.SACTrainer, {"rollout": namespace["rollout"]}))
     text = str(caught.value)
     assert re.match(r"^your rollout broke its contract in rollout worker \d: " + message,
                     text), text
