@@ -89,7 +89,6 @@ def test_a_notebook_without_exercises_runs_as_nbval_runs_it(attendee_dir, path):
 # ---------------------------------------------------------------------------------------------
 
 OWN_TAGS = {"exercise", "check", "yours"}       # the attendee's cells, their checks and runs
-ATTENDEE_CALLS = re.compile(r"\b(yours|from_notebook)\(")
 LIFECYCLE = {"init_ray", "init", "shutdown", "start", "stop", "close", "kill", "terminate"}
 FILE_NAME = re.compile(r"\.(json|csv|svg|png|ipynb|ya?ml|txt|pt|npz|log)$")
 
@@ -197,7 +196,8 @@ def left_to_nbval(instructor, attendee) -> dict[int, str]:
         tags = set(cell.metadata.get("tags", []))
         magic = re.search(r"^\s*[%!]", cell.source, re.MULTILINE)
         body = statements(cell.source)
-        own = cell.source not in shared or tags & OWN_TAGS or ATTENDEE_CALLS.search(cell.source)
+        attendees = tags & OWN_TAGS or nbtools.ATTENDEE_CALLS.search(cell.source)
+        own = cell.source not in shared or attendees
         for stmt in body:
             if isinstance(stmt, ast.Import | ast.ImportFrom):
                 continue
@@ -212,7 +212,7 @@ def left_to_nbval(instructor, attendee) -> dict[int, str]:
             why[i] = "set-up, before the first exercise"
         elif cell.source not in shared:
             why[i] = "the attendee edition's own code"
-        elif tags & OWN_TAGS or ATTENDEE_CALLS.search(cell.source):
+        elif attendees:
             why[i] = "an exercise, its check, or a run of the attendee's pieces"
         elif magic:
             why[i] = "an IPython % or ! line"
