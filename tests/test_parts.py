@@ -7,6 +7,7 @@ The pieces are defined as a notebook defines them (in `__main__`), so Ray pickle
 and they report to a named actor: what the driver reads there was counted in the workers.
 """
 
+import functools
 import re
 import subprocess
 import sys
@@ -49,8 +50,8 @@ class Tally:
     def read(self):
         return self.counts
 '''
-TALLY = TALLY_ACTOR + '''
-
+# each piece's counting subclass or wrapper, by the piece it counts
+COUNTING = {"Outbox": '''
 class TalliedOutbox(Outbox):
     added = 0
 
@@ -62,18 +63,17 @@ class TalliedOutbox(Outbox):
         super().flush()
         ray.get(ray.get_actor("tally").count.remote("added", self.added))
         self.added = 0
-
-
+''', "find_prefix_sum": '''
 def tallied_descent(sums, first_leaf, target):
     ray.get_actor("tally").count.remote("descents", 1)
     return find_prefix_sum(sums, first_leaf, target)
-
-
+''', "WeightsFollower": '''
 class TalliedFollower(WeightsFollower):
     def step(self, episode_done):
         super().step(episode_done)
         ray.get_actor("tally").count.remote("steps", 1)
-'''
+'''}
+TALLY = TALLY_ACTOR + "".join(COUNTING.values())
 
 
 def cell(notebook: str, tag: str, name: str) -> str:
@@ -117,31 +117,162 @@ def tally(notebook_main):
     ray.kill(actor)
 
 
-def test_apex_trains_on_the_attendees_outbox_and_descent(notebook_main, tally):
-    """One run with both pieces: the explorers send through the attendee's outbox and the
-    learner samples through their descent."""
+# -- one run per trainer for the pieces that train it --------------------------------------------
+# A run starts some five processes, each a few CPU-seconds (mostly `import torch`): the tests of
+# the pieces a trainer takes side by side share one run, and each asserts on its own counts.
+
+COUNTED = TALLY_ACTOR + '''
+
+def tallied(name, piece):
+    """`piece`, counting its calls in the named actor "tally" under `name`."""
+    def counted(*args):
+        ray.get_actor("tally").count.remote(name, 1)
+        return piece(*args)
+    return counted
+'''
+
+# the assembled sample calls the module's names: count them where it looks them up
+COUNTED_STEPS = '''
+stratified_targets = tallied("stratified_targets", stratified_targets)
+importance_weights = tallied("importance_weights", importance_weights)
+'''
+
+# the driver's pieces count in this process; the explorers' and the learner's in "tally"
+COUNTED_05 = '''
+driver_calls = {"updates_allowed": 0, "learner_chunks": 0}
+
+
+def tallied_throttle(inserted, replay_ratio, batch_size):
+    driver_calls["updates_allowed"] += 1
+    return updates_allowed(inserted, replay_ratio, batch_size)
+
+
+def tallied_chunks(due, submitted, in_flight, chunk):
+    sizes = learner_chunks(due, submitted, in_flight, chunk)
+    driver_calls["learner_chunks"] += len(sizes)
+    return sizes
+
+
+drive_rounds = []
+
+
+def tallied_drive(explorers, learner, allowed, chunks, env_steps):
+    inserted, updates = drive(explorers, learner, allowed, chunks, env_steps)
+    drive_rounds.append((inserted, updates))
+    return inserted, updates
+'''
+
+
+def solutions_of(*pieces: tuple[str, str], imports: str = "import numpy as np\nimport ray\n"
+                 "from course_lib.param_server import pull_into") -> dict:
+    """A notebook-like `__main__` with the solutions of `pieces` ((notebook, name) pairs),
+    the counting actor and wrappers (`COUNTED`, `COUNTED_05`) and each piece's `COUNTING`."""
+    namespace = {"__name__": "__main__"}
+    exec(imports, namespace)
+    for notebook, name in pieces:
+        exec(cell(notebook, "solution", name), namespace)
+    exec(COUNTED, namespace)
+    exec(COUNTED_05, namespace)
+    for _, name in pieces:
+        exec(COUNTING.get(name, ""), namespace)
+    return namespace
+
+
+def counted_run(namespace: dict, run) -> tuple:
+    """(what `run()` returns, the counts the pieces sent to the actor "tally" meanwhile)."""
+    tally = namespace["Tally"].options(name="tally").remote()
+    try:
+        result = run()
+        return result, ray.get(tally.read.remote())
+    finally:
+        ray.kill(tally)
+
+
+@functools.cache
+def apex_with_every_piece() -> dict:
+    """One Ape-X run (`train`, APEX) with the solutions of every piece its explorers, learner
+    and driver call side by side, each counted: 05's Outbox, explorer_epsilons, updates_allowed
+    and learner_chunks, and 04's find_prefix_sum, stratified_targets and importance_weights in
+    course_lib's draw. {"result", "counts", "driver_calls"}."""
+    ns = solutions_of(("05", "Outbox"), ("04", "find_prefix_sum"), ("04", "stratified_targets"),
+                      ("04", "importance_weights"), ("05", "explorer_epsilons"),
+                      ("05", "updates_allowed"), ("05", "learner_chunks"))
+    pieces = {"outbox": ns["TalliedOutbox"], "find_prefix_sum": ns["tallied_descent"],
+              **{name: ns["tallied"](name, ns[name]) for name in
+                 ("stratified_targets", "importance_weights", "explorer_epsilons")},
+              "updates_allowed": ns["tallied_throttle"], "learner_chunks": ns["tallied_chunks"]}
+    result, counts = counted_run(ns, lambda: ApexTrainer.train(
+        APEX, slots=slots_for(ApexTrainer, pieces)))
+    return {"result": result, "counts": counts, "driver_calls": ns["driver_calls"]}
+
+
+@functools.cache
+def apex_driven_by_the_attendee() -> dict:
+    """Three iterations of an Ape-X (APEX) driven by 05's `drive` (counted round by round)
+    that draws with 04's assembled `prioritized_sample`, which calls their own
+    stratified_targets and importance_weights (counted). {"rows", "counters", "counts",
+    "drive_rounds"}."""
+    ns = solutions_of(("04", "find_prefix_sum"), ("04", "stratified_targets"),
+                      ("04", "importance_weights"), ("04", "prioritized_sample"), ("05", "drive"))
+    exec(COUNTED_STEPS, ns)
+
+    def three_iterations():
+        trainer = ApexTrainer(APEX, slots=slots_for(ApexTrainer, {
+            "drive": ns["tallied_drive"], "prioritized_sample": ns["prioritized_sample"]}))
+        try:
+            return [trainer.step() for _ in range(3)], trainer.counters
+        finally:
+            trainer.close()
+
+    (rows, counters), counts = counted_run(ns, three_iterations)
+    return {"rows": rows, "counters": counters, "counts": counts,
+            "drive_rounds": ns["drive_rounds"]}
+
+
+@functools.cache
+def sac_with_every_piece() -> dict:
+    """One SAC run (SAC, one env per worker, as the rollout loop asks) with the solutions of
+    06's WeightsFollower, rollout loop and maths pieces, each counted. {"result", "counts"}."""
+    ns = solutions_of(("06", "WeightsFollower"), ("06", "rollout"), ("06", "squashed_log_prob"),
+                      ("06", "soft_target"), ("06", "actor_step"), ("06", "polyak"),
+                      imports="import math\nimport numpy as np\nimport ray\nimport torch\n"
+                      "import torch.nn.functional as F\nfrom course_lib import sac\n"
+                      "from course_lib.param_server import pull_into")
+    exec('''
+def tallied_rollout(env, actor, follower, send, num_steps, send_every, seed):
+    ray.get_actor("tally").count.remote("rollout_steps", num_steps)
+    return rollout(env, actor, follower, send, num_steps, send_every, seed)
+''', ns)
+    pieces = {"weights_follower": ns["TalliedFollower"], "rollout": ns["tallied_rollout"],
+              **{name: ns["tallied"](name, ns[name]) for name in
+                 ("squashed_log_prob", "soft_target", "actor_step", "polyak")}}
+    result, counts = counted_run(ns, lambda: SACTrainer.train(
+        SAC.updated({"num_envs": 1}), slots=slots_for(SACTrainer, pieces)))
+    return {"result": result, "counts": counts}
+
+
+def test_apex_trains_on_the_attendees_outbox_and_descent(notebook_main):
+    """The explorers send through the attendee's outbox and the learner samples through
+    their descent (in the run with every piece)."""
     chosen, said = exercises.yours(ApexTrainer, outbox=notebook_main["Outbox"])
     assert said == "explorer send step: yours" and chosen.filled() == ["outbox"]
     _, said = exercises.yours(ApexTrainer, find_prefix_sum=notebook_main["find_prefix_sum"])
     assert said == "sum-tree descent: yours"
-    result = ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {
-        "outbox": notebook_main["TalliedOutbox"],
-        "find_prefix_sum": notebook_main["tallied_descent"]}))
-    counts = ray.get(tally.read.remote())
+    run = apex_with_every_piece()
+    result, counts = run["result"], run["counts"]
     assert result.last["learner_updates"] > 0
     # every transition the replay reported stored went through the attendee's outbox
     assert counts["added"] >= result.last["replay_size"] > 0
     assert counts.get("descents", 0) > 0                         # sent from the learner
 
 
-def test_sac_trains_on_the_attendees_weights_follower(notebook_main, tally):
+def test_sac_trains_on_the_attendees_weights_follower(notebook_main):
     _, said = exercises.yours(SACTrainer, weights_follower=notebook_main["WeightsFollower"])
     assert said == "weights follower: yours"
-    result = SACTrainer.train(SAC, slots=slots_for(
-        SACTrainer, {"weights_follower": notebook_main["TalliedFollower"]}))
-    steps = ray.get(tally.read.remote())["steps"]
-    assert result.last["learner_updates"] > 0
-    assert steps >= result.last["env_steps"] > 0     # each env step went through its step()
+    run = sac_with_every_piece()
+    steps = run["counts"]["steps"]
+    assert run["result"].last["learner_updates"] > 0
+    assert steps >= run["result"].last["env_steps"] > 0     # each env step went through its step()
 
 
 def test_a_wrong_descent_ends_the_run_with_one_line_naming_it(notebook_main):

@@ -13,11 +13,11 @@ import time
 
 import pytest
 import ray
+from test_parts import notebook_namespace
 
 from course_lib import data_parallel, pg
 from course_lib.teaching import exercises
 from course_lib.teaching.pieces import PieceError, slots_for
-from tests.test_parts import notebook_namespace
 
 PG = pg.PGConfig.preset(quick=True).updated({
     "max_iterations": 6, "steps_per_worker": 300, "eval_every": 3, "eval_episodes": 1,

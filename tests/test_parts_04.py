@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import ray
 import test_parts
-from test_parts import APEX, ONE_EXPLORER, TALLY_ACTOR  # its quick Ape-X, its counting actor
+from test_parts import ONE_EXPLORER  # its quick Ape-X with one explorer
 
 from course_lib.apex import ApexTrainer
 from course_lib.errors import ActorFailedError
@@ -31,20 +31,7 @@ NOTEBOOK = next((Path(__file__).resolve().parents[1] / "notebooks").glob("04_*.i
 CELLS = nbformat.read(NOTEBOOK, as_version=4).cells
 PARTS = ("find_prefix_sum", "stratified_targets", "importance_weights", "prioritized_sample")
 
-TALLY = TALLY_ACTOR + '''
-
-def tallied(name, piece):
-    """`piece`, counting its calls in the named actor "tally" under `name`."""
-    def counted(*args):
-        ray.get_actor("tally").count.remote(name, 1)
-        return piece(*args)
-    return counted
-
-
-# the assembled sample calls the module's names: count them where it looks them up
-stratified_targets = tallied("stratified_targets", stratified_targets)
-importance_weights = tallied("importance_weights", importance_weights)
-'''
+TALLY = test_parts.COUNTED + test_parts.COUNTED_STEPS
 
 
 def cell(tag: str, name: str) -> str:
@@ -89,25 +76,22 @@ def test_blank_exercises_are_left_out_and_said_so():
                              ("stratified targets", "importance weights", "prioritized sample"))
 
 
-def test_apex_draws_its_batches_with_the_attendees_steps(notebook_main, tally):
-    own = {"stratified_targets": notebook_main["stratified_targets"],
-           "importance_weights": notebook_main["importance_weights"]}
-    result = ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, own))
-    counts = ray.get(tally.read.remote())
+def test_apex_draws_its_batches_with_the_attendees_steps(ray_local):
+    run = test_parts.apex_with_every_piece()      # their steps in course_lib's draw
+    result, counts = run["result"], run["counts"]
     assert result.last["learner_updates"] > 0
     # one call of each per batch the learner sampled (the learner's snapshot is taken after)
     assert counts["stratified_targets"] >= result.last["learner_updates"]
     assert counts["importance_weights"] >= result.last["learner_updates"]
 
 
-def test_apex_draws_its_batches_with_the_attendees_assembled_sample(notebook_main, tally):
-    result = ApexTrainer.train(APEX, slots=slots_for(
-        ApexTrainer, {"prioritized_sample": notebook_main["prioritized_sample"]}))
-    counts = ray.get(tally.read.remote())
-    assert result.last["learner_updates"] > 0
+def test_apex_draws_its_batches_with_the_attendees_assembled_sample(ray_local):
+    run = test_parts.apex_driven_by_the_attendee()    # (driven by their 05 drive too)
+    updates, counts = run["counters"].learner_updates, run["counts"]
+    assert updates > 0
     # the assembled sample ran in the learner, and called the attendee's own steps
-    assert counts["stratified_targets"] >= result.last["learner_updates"]
-    assert counts["importance_weights"] >= result.last["learner_updates"]
+    assert counts["stratified_targets"] >= updates
+    assert counts["importance_weights"] >= updates
 
 
 WRONG = {

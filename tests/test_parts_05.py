@@ -8,39 +8,16 @@ ends the run with one line naming it, never a hang.
 import re
 
 import pytest
-import ray
+import test_parts
+from test_parts import APEX, cell, notebook_namespace
 
 from course_lib.apex import ApexTrainer
 from course_lib.dqn import epsilon_for_explorer
 from course_lib.sac import SACTrainer
 from course_lib.teaching import exercises
 from course_lib.teaching.pieces import PieceError, slots_for
-from tests.test_parts import APEX, TALLY_ACTOR, cell, notebook_namespace
 
 PARTS = ("explorer_epsilons", "updates_allowed", "learner_chunks")
-
-# the explorers report to a named actor; the driver's parts count in this process
-TALLIED = TALLY_ACTOR + '''
-
-driver_calls = {"updates_allowed": 0, "learner_chunks": 0}
-
-
-def tallied_epsilons(n, eps, alpha):
-    ray.get(ray.get_actor("tally05").count.remote("explorer_epsilons", 1))
-    return explorer_epsilons(n, eps, alpha)
-
-
-def tallied_throttle(inserted, replay_ratio, batch_size):
-    driver_calls["updates_allowed"] += 1
-    return updates_allowed(inserted, replay_ratio, batch_size)
-
-
-def tallied_chunks(due, submitted, in_flight, chunk):
-    sizes = learner_chunks(due, submitted, in_flight, chunk)
-    driver_calls["learner_chunks"] += len(sizes)
-    return sizes
-'''
-
 
 def namespace_of(tag: str) -> dict:
     """A notebook-like `__main__` namespace with notebook 05's cells tagged `tag` of the parts."""
@@ -49,9 +26,7 @@ def namespace_of(tag: str) -> dict:
 
 @pytest.fixture(scope="module")
 def solutions(ray_local):
-    namespace = namespace_of("solution")
-    exec(TALLIED, namespace)
-    return namespace
+    return namespace_of("solution")
 
 
 def test_apex_trains_on_the_attendees_05_parts(solutions):
@@ -59,16 +34,8 @@ def test_apex_trains_on_the_attendees_05_parts(solutions):
     assert chosen.filled() == ["updates_due", "learner_chunks", "epsilons"]
     assert said == ("explorers' epsilons: yours; driver's throttle: yours; "
                     "driver's learner calls: yours")
-    tally = solutions["Tally"].options(name="tally05").remote()
-    try:
-        result = ApexTrainer.train(APEX, slots=slots_for(ApexTrainer, {
-            "explorer_epsilons": solutions["tallied_epsilons"],
-            "updates_allowed": solutions["tallied_throttle"],
-            "learner_chunks": solutions["tallied_chunks"]}))
-        counts = ray.get(tally.read.remote())
-    finally:
-        ray.kill(tally)
-    calls = solutions["driver_calls"]
+    run = test_parts.apex_with_every_piece()
+    result, counts, calls = run["result"], run["counts"], run["driver_calls"]
     assert counts["explorer_epsilons"] == 1                     # once, in the driver
     assert result.extras["epsilons"] == [epsilon_for_explorer(i, APEX.num_workers)
                                          for i in range(APEX.num_workers)]
@@ -124,38 +91,19 @@ def test_the_throttle_needs_a_replay_ratio(solutions):
 
 # -- the assembled driver loop in the real driver --------------------------------------------
 
-TALLIED_DRIVE = '''
-drive_rounds = []
-
-
-def tallied_drive(explorers, learner, allowed, chunks, env_steps):
-    inserted, updates = drive(explorers, learner, allowed, chunks, env_steps)
-    drive_rounds.append((inserted, updates))
-    return inserted, updates
-'''
-
-
 def drive_namespace(tag: str = "solution") -> dict:
-    namespace = notebook_namespace("05", tag, ("drive",))
-    exec(TALLIED_DRIVE, namespace)
-    return namespace
+    return notebook_namespace("05", tag, ("drive",))
 
 
 def test_apex_trains_on_the_attendees_driver_loop(ray_local):
-    namespace = drive_namespace()
-    chosen, said = exercises.yours(ApexTrainer, drive=namespace["drive"])
+    chosen, said = exercises.yours(ApexTrainer, drive=drive_namespace()["drive"])
     assert said == "driver's loop: yours"
-    trainer = ApexTrainer(APEX, slots=slots_for(ApexTrainer, {"drive": namespace["tallied_drive"]}))
-    try:
-        rows = [trainer.step() for _ in range(3)]
-        counters = trainer.counters
-    finally:
-        trainer.close()
-    rounds = namespace["drive_rounds"]
+    run = test_parts.apex_driven_by_the_attendee()    # (drawing with their 04 sample too)
+    rounds, counters = run["drive_rounds"], run["counters"]
     # every env step and every update the driver booked went through the attendee's loop
     assert sum(n for n, _ in rounds) == counters.env_steps > 0
     assert sum(u for _, u in rounds) == counters.learner_updates > 0
-    assert all(row["eval_return"] == row["eval_return"] for row in rows)   # scored, not NaN
+    assert all(row["eval_return"] == row["eval_return"] for row in run["rows"])  # scored, not NaN
 
 
 def test_a_blank_driver_loop_is_left_out_and_said_so(ray_local):

@@ -11,8 +11,9 @@ import re
 
 import numpy as np
 import pytest
-import ray
+import test_parts
 import torch
+from test_parts import SAC, cell
 
 from course_lib import sac
 from course_lib.apex import ApexTrainer
@@ -20,22 +21,11 @@ from course_lib.errors import ActorFailedError
 from course_lib.teaching import exercises
 from course_lib.teaching.pieces import Guarded, PieceError, slots_for
 from course_lib.teaching.pieces.sac import MATHS as GUARDS
-from tests.test_parts import SAC, cell, notebook_main  # noqa: F401  (a fixture)
 
 MATHS = ("squashed_log_prob", "soft_target", "actor_step", "polyak")
 #: the piece -> the name of its function in `sac.SACMaths`
 SLOT = {"squashed_log_prob": "squashed_log_prob", "soft_target": "q_target",
         "actor_step": "actor_step", "polyak": "polyak_update"}
-
-# counts each call in the named actor "tally" (test_parts' Tally), as a notebook would
-TALLIED = '''
-def tallied(name, fn):
-    def counted(*args):
-        ray.get_actor("tally").count.remote(name, 1)
-        return fn(*args)
-    return counted
-'''
-
 
 def notebook_namespace(tag: str) -> dict:
     """The three maths exercises as the notebook's cells tagged `tag` define them."""
@@ -145,21 +135,13 @@ def test_blank_maths_exercises_are_left_out_and_said_so(ray_local):
                     "Polyak target update: course_lib's (yours: not implemented yet.)")
 
 
-def test_sac_trains_on_the_attendees_maths(notebook_main):  # noqa: F811  (the fixture)
-    namespace = {**notebook_main, **notebook_namespace("solution")}
-    pieces = {name: namespace[name] for name in MATHS}
-    _, said = exercises.yours(sac.SACTrainer, **pieces)
+def test_sac_trains_on_the_attendees_maths(ray_local):
+    namespace = notebook_namespace("solution")
+    _, said = exercises.yours(sac.SACTrainer, **{name: namespace[name] for name in MATHS})
     assert said == ("squashed log-prob: yours; soft Bellman target: yours; actor's gradient "
                     "step: yours; Polyak target update: yours")
-    exec(TALLIED, namespace)
-    tally = namespace["Tally"].options(name="tally").remote()
-    try:
-        tallied = {name: namespace["tallied"](name, fn) for name, fn in pieces.items()}
-        result = sac.SACTrainer.train(SAC, slots=slots_for(sac.SACTrainer, tallied))
-        counts = ray.get(tally.read.remote())
-    finally:
-        ray.kill(tally)
-    updates_done = result.last["learner_updates"]
+    run = test_parts.sac_with_every_piece()
+    counts, updates_done = run["counts"], run["result"].last["learner_updates"]
     assert updates_done > 0
     # every update: two log-probs (s and s'), one target, one actor step, one Polyak step, in
     # the learner
@@ -211,25 +193,12 @@ def test_the_assembled_rollout_loop_is_checked(ray_local):
 
 # -- the assembled rollout loop in the real rollout workers ----------------------------------
 
-TALLIED_ROLLOUT = '''
-def tallied_rollout(env, actor, follower, send, num_steps, send_every, seed):
-    ray.get_actor("tally").count.remote("rollout_steps", num_steps)
-    return rollout(env, actor, follower, send, num_steps, send_every, seed)
-'''
-
-
-def test_sac_trains_on_the_attendees_rollout_loop(notebook_main):  # noqa: F811  (the fixture)
-    namespace = {**notebook_main, **exercise_namespace("solution", "rollout")}
-    chosen, said = exercises.yours(sac.SACTrainer, rollout=namespace["rollout"])
+def test_sac_trains_on_the_attendees_rollout_loop(ray_local):
+    chosen, said = exercises.yours(sac.SACTrainer, rollout=exercise_namespace(
+        "solution", "rollout")["rollout"])
     assert said == "rollout worker's loop: yours"
-    exec(TALLIED_ROLLOUT, namespace)
-    tally = namespace["Tally"].options(name="tally").remote()
-    try:
-        result = sac.SACTrainer.train(SAC.updated({"num_envs": 1}), slots=slots_for(
-            sac.SACTrainer, {"rollout": namespace["tallied_rollout"]}))
-        counts = ray.get(tally.read.remote())
-    finally:
-        ray.kill(tally)
+    run = test_parts.sac_with_every_piece()       # one env per worker, as the loop asks
+    result, counts = run["result"], run["counts"]
     # the env steps booked were played by the attendee's loop (tasks still running when the
     # run stopped are counted too), in whole Pendulum episodes of 200 steps
     assert counts["rollout_steps"] >= result.last["env_steps"] >= SAC.max_env_steps
