@@ -64,7 +64,7 @@ def _(e):
 
 
 @claim("nb05-explorers-approach-bound",
-       {NB05: ("and approach their bound, sixteen times the\n  single process's",
+       {NB05: ("and approach their bound, nearly sixteen times\n  the single process's",
                "collect the same kind of gain from the waits without Ray,\n  up to their bound "
                "of four times")},
        "the acting ladder at its longest latency (cell nb05-ladder-measure)")
@@ -73,8 +73,10 @@ def _(e):
     single, batched, explorers = ladder[max(ladder)]
     # "approach": at least 70% of the bound (0.75 until the run of 2026-11-27 gave 0.747); the
     # bounds are against one env's bound (the factor is against its measured rate, which fell
-    # further short of its bound than theirs on the slower machine of 2026-11-29: 16.3x)
-    return holds(explorers[0] >= 0.7 * explorers[1] and 15 <= explorers[1] / single[1] <= 17
+    # further short of its bound than theirs on the slower machine of 2026-11-29: 16.3x).
+    # "nearly sixteen": sixteen envs wait at once, less the explorers' CPU per step (14.5x
+    # when that CPU was 0.213 ms, 15.4x at 0.117 ms)
+    return holds(explorers[0] >= 0.7 * explorers[1] and 14 <= explorers[1] / single[1] <= 16.5
                  and explorers[2] >= 10 and batched[0] >= 0.7 * batched[1]
                  and 3.8 <= batched[1] / single[1] <= 4.2,
                  f"at {max(ladder):g} ms: explorers {explorers[2]}x ({explorers[0]:,.0f}/s of "
