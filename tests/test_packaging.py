@@ -290,17 +290,13 @@ def test_ci_checks_the_install_route_on_every_other_supported_python():
     ci = (ROOT / ".ci/run").read_text()
     defaults = re.findall(r"for version in \$\{CI_PYTHONS-([\d. ]+)\}", ci)
     assert len(defaults) == 2 and {d for d in defaults} == {" ".join(lock.supported_pythons()[1:])}
-    install, report = (ci[m.start():m.start() + ci[m.start():].index("done")]
-                       for m in re.finditer(r"for version in", ci))
-    assert re.search(r'make lab-install VENV="\$venv" UV_PYTHON="\$version"', install)
-    # each install then its notebook 00, in the background beside `make test` ...
-    assert install.index("make lab-install") < install.index(
-        "--nbval notebooks/00_setup_check.ipynb")
-    assert re.search(r"^other_pythons .*&$", ci, re.MULTILINE)
-    assert ci.index("\nother_pythons ") < ci.index("\nmake test ||")
-    # ... each reported after it, and a failed notebook 00 fails CI
-    assert ci.index("\nmake test ||") < ci.index(report)
-    assert ".ci-notebook00.log" in report and "status=$notebook" in report
+    install, check = (ci[m.start():] for m in re.finditer(r"for version in", ci))
+    assert re.search(r'make lab-install VENV="\$venv" UV_PYTHON="\$version"',
+                     install[:install.index("done")])
+    assert "--nbval notebooks/00_setup_check.ipynb" in check[:check.index("done")]
+    # the installs run in the background beside `make test`; each notebook 00 after it
+    assert re.search(r"^other_pythons_install .*&$", ci, re.MULTILINE)
+    assert ci.index("\nmake test ||") < ci.index("--nbval notebooks/00_setup_check.ipynb")
 
 
 def test_conda_and_offline_routes_give_the_attendees_set_and_workshop(tmp_path):
