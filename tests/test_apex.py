@@ -82,6 +82,9 @@ def test_apex_throttles_survives_a_killed_explorer_and_resumes(ray_local):
         trainer.close()
 
     assert state["counters"]["learner_updates"] == state["learner"]["updates"]
+    # as if it had trained for longer than its actors may take to start: resumed, its clock
+    # goes on from there, and its actors still get `start_timeout_s` from now to start
+    state["counters"]["time_s"] += CFG.start_timeout_s
     resumed = ApexTrainer(CFG.updated({"num_workers": 1}), restore=state)   # fewer: faster
     try:
         # before any explorer starts, the parameter server holds the checkpoint's weights

@@ -161,8 +161,9 @@ class DistributedTrainer(Trainer):
                 else ray.cluster_resources().get("CPU", 1.0))
         res = self.resources = actor_resources(cfg, cpus)
         check_room(res, cfg.num_workers, prefix)
-        timeout = min(cfg.start_timeout_s, cfg.max_time_s or math.inf)
-        self.actors = RunActors(prefix, self.start + timeout, timeout)
+        ran = self.counters.time_s    # a resumed run's clock goes on from its checkpoint, but
+        timeout = max(0.0, min(cfg.start_timeout_s, (cfg.max_time_s or math.inf) - ran))
+        self.actors = RunActors(prefix, self.start + ran + timeout, timeout)  # start-up: from now
         try:
             self._start_actors(res, restore)
         except BaseException:                     # also Ctrl-C: free the CPUs for the next run
@@ -192,8 +193,7 @@ class DistributedTrainer(Trainer):
             num_gpus=res["learner_gpus"]).remote(
             cfg, self.dims, actors.prefix, restore["learner"] if restore else None,
             self.seed_for("learner"), replay, self.slots), res["learner"], res["learner_gpus"])
-        # awaited in this order, so that a learner that failed because the parameter server
-        # did is not blamed for it
+        # in this order: a learner that failed because the parameter server did is not blamed
         actors.started("parameter server", self.params.__ray_ready__.remote())
         self.learner_device = actors.started("learner", self.learner_actor.ready.remote())
         self.workers = [actors.add(f"{self.worker_name} {i}", self.Worker.options(

@@ -10,8 +10,10 @@ instance that cannot grow (a laptop: no autoscaler) refuses at once, in one line
 does not fit, naming what holds the CPUs.
 
 Start-up. Every wait for an actor to start has a deadline inside the run's clock (`time_s`
-counts start-up): `start_timeout_s`, or `max_time_s` if sooner. An actor that is not up by
-then ends the run with one line: what it needs, what is free, and what holds the rest.
+counts start-up): `start_timeout_s` from this start, or `max_time_s` if sooner. A resumed
+run's clock goes on from its checkpoint, so its actors still get `start_timeout_s` from the
+moment it resumes. An actor that is not up by then ends the run with one line: what it needs,
+what is free, and what holds the rest.
 
 Faults. A distributed trainer is several actors that call one another, so an error seldom
 reaches the driver from the actor at fault: when the learner dies, a worker's `add` to its

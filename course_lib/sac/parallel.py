@@ -47,7 +47,9 @@ class SACConfig(DistributedConfig):
     Pendulum, against 2,500 with the textbook 128x128, lr 1e-3 and tau 0.005 (6 seeds each,
     single process, one update per env step: `python bench/sac_settings.py`)."""
 
-    QUICK: ClassVar[dict] = {"max_env_steps": 1_500, "max_time_s": 60.0, "target_return": None,
+    # quick: 1,500 env steps, checking the code; 180 s, as start-up alone can take a minute on
+    # a busy machine (CI's, with two test streams side by side)
+    QUICK: ClassVar[dict] = {"max_env_steps": 1_500, "max_time_s": 180.0, "target_return": None,
                              "hidden": (64, 64), "start_steps": 400, "learning_starts": 400,
                              "eval_every_s": 2.0, "eval_episodes": 3}
     LIMITS: ClassVar[dict[str, str]] = {"alpha_lr": "> 0", "init_alpha": "> 0", "tau": "(0, 1]",
