@@ -105,7 +105,7 @@ def _race(e) -> dict[str, dict]:
 
 @claim("nb07-rllib-far-fewer-updates",
        {NB07: "In the race, RLlib's SAC made far fewer updates per second than\ncourse_lib's",
-        "slides/FAQ.md": "with far fewer updates per second"},
+        "slides/FAQ.md": "make far fewer updates per second"},
        "the updates/s column of the race table (cell 4d8895ad)")
 def _(e):
     race = _race(e)
@@ -118,23 +118,25 @@ def _(e):
 
 
 @claim("nb07-course-lib-many-times-faster",
-       {NB07: "need the last bit of speed on a small machine, as the race above shows",
-        "slides/FAQ.md": ("RLlib's DQN and SAC take longer than course_lib's Ape-X and SAC to "
-                          "reach the\nsame goal, SAC many times longer",
+       {NB07: "many more updates and env steps per second,\n  as the race's table above shows",
+        "slides/FAQ.md": ("RLlib's SAC takes many times longer than course_lib's SAC to reach "
+                          "the same\ngoal",
                           "RLlib's DQN also runs far\nfewer env steps per second than our Ape-X")},
        "the race table's time ratios, goals, env steps and env steps/s (cell 4d8895ad)")
 def _(e):
     race = _race(e)
     # where RLlib missed its goal within the budget the ratio is an upper bound ("<= 0.10"):
-    # RLlib would take longer still, so the reading holds all the more
+    # RLlib would take longer still, so the reading holds all the more. CartPole's ratio is not
+    # read: one seed a side, and a DQN that balances early wins that race (2026-11-29: 2.1)
     steps = {who: [int(n) for n in e.cell("07_rllib", "4d8895ad").grab(
         rf"(?m)^{who} .*?reached +[\d.]+ +([\d,]+) +[-\d.]+ +([\d,]+)")]
         for who in ("course_lib Ape-X", "RLlib DQN")}
     (ours_steps, ours_rate), (their_steps, their_rate) = steps["course_lib Ape-X"], \
         steps["RLlib DQN"]
-    ok = (len(race) == 2 and all(r["ratio"] < 1 and r["course_lib"]["reached"]
-                                 for r in race.values())
-          and race["Pendulum-v1"]["ratio"] <= 0.25
+    ok = (len(race) == 2 and all(r["course_lib"]["reached"] for r in race.values())
+          and (race["Pendulum-v1"]["ratio"] <= 0.25   # four times, or RLlib missed its
+               or (not race["Pendulum-v1"]["RLlib"]["reached"]      # goal at over three times
+                   and race["Pendulum-v1"]["ratio"] <= 1 / 3))    # ours (0.31 on 2026-11-29)
           and their_rate <= ours_rate / 3)   # far fewer (a quarter until 2026-11-29's 0.26)
     return holds(ok, ", ".join(f"{t}: time ratio {'' if r['RLlib']['reached'] else '<= '}"
                                f"{r['ratio']}" for t, r in race.items())
@@ -160,10 +162,9 @@ def _(e):
 printed("nb07-restored-near-the-last-score",
         {NB07: "expect a score near the last logged one, not the same digits: ten episodes of a "
                "policy short of the cap vary by tens of points, and by more the further it is "
-               "from the cap (the race's short budget stops RLlib's DQN well short of it)"},
+               "from the cap"},
         "07_rllib", "6161a8b7", r"greedy return ([\d.]+) .*last logged: ([\d.]+)",
-        lambda restored, last: last < 400 and abs(restored - last) <= max(
-            25, 0.5 * (500 - min(restored, last))))
+        lambda restored, last: abs(restored - last) <= max(25, 0.5 * (500 - min(restored, last))))
 
 
 @claim("nb08-one-explorer-on-each-node",
@@ -186,16 +187,13 @@ def _(e):
 
 
 @claim("instructor-07-longest-run",
-       {"slides/INSTRUCTOR.md": "07's full race is one of the workbook's longer runs"},
-       "every notebook's committed full-mode run time (`course.duration_s`)")
+       {"slides/INSTRUCTOR.md": "07's full race is long"},
+       "07's committed full-mode run time (`course.duration_s`)")
 def _(e):
-    stems = ("00_setup_check", "01_ray_core", "02_parallel_rollouts", "03_parameter_server",
-             "04_replay", "05_apex", "06_parallel_sac", "07_rllib", "08_cluster")
-    times = {s: e.meta(s).get("duration_s", 0.0) for s in stems}
-    # longer: among the four longest of nine (the two longest until the slower machine of
-    # 2026-11-29, where 04 and 08 took longer than 07's race)
-    return holds("07_rllib" in sorted(times, key=times.get)[-4:],
-                 ", ".join(f"{s[:2]}: {t:.0f} s" for s, t in times.items()))
+    # long: minutes, 166 s on the fast machine of d999928, 218 s on 2026-11-29's slower one
+    # (where 02, 04, 05 and 08 took longer, so "one of the longer runs" no longer held)
+    seconds = e.meta("07_rllib").get("duration_s", 0.0)
+    return holds(120 <= seconds <= 600, f"07: {seconds:.0f} s")
 
 
 @claim("readme-nbval-tags",
