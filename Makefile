@@ -134,7 +134,7 @@ workshop-refresh: $(LAB_STAMP)
 # side by side they take far less than one after the other; SECOND_STREAM evens their lengths
 # (CI's log gives each test file's time). The second stream's output is kept in
 # build/test-logs/ and printed when it ends.
-SECOND_STREAM = tests/test_attendee.py tests/test_faults.py tests/test_lab_pictures.py
+SECOND_STREAM = tests/test_attendee.py tests/test_faults.py
 NOTEBOOK_STREAM = COURSE_QUICK=1 $(BIN)/python -m pytest $(SECOND_STREAM); a=$$?; \
 	COURSE_QUICK=1 $(BIN)/python -m pytest --nbval notebooks/; n=$$?; exit $$((a || n))
 test: $(STAMP)

@@ -177,20 +177,18 @@ def left_to_nbval(instructor, attendee) -> dict[int, str]:
     """Of the attendee edition's code cells, by index: the reason each one runs; the cells
     without one are left to nbval.
 
-    A cell runs when it comes before the first exercise (the set-up); differs from every code
-    cell of the instructor edition (nbval never runs it; an attendee-edition line that gives
-    its name the same value in this run is no difference: `same_in_this_run`); is the
-    attendee's, or runs their pieces; reads a name that such a cell's statements bound (or a
-    name bound from those, and so on); starts or stops what later cells run in; names a file;
-    has an IPython `%` or `!` line; or binds a name that a running cell reads. Every other
-    cell reads only what the instructor edition's own cells made, so nbval's run of it in
-    `notebooks/` is this run."""
+    A cell runs when it differs from every code cell of the instructor edition (nbval never
+    runs it; an attendee-edition line that gives its name the same value in this run is no
+    difference: `same_in_this_run`); is the attendee's, or runs their pieces; reads a name that
+    such a cell's statements bound (or a name bound from those, and so on); starts or stops
+    what later cells run in; names a file; has an IPython `%` or `!` line; or binds a name that
+    a running cell reads. Every other cell reads only what the instructor edition's own cells
+    made, so nbval's run of it in `notebooks/` is this run: the set-up before the first
+    exercise too (05's DQN run and 08's check of the AWS file are nbval's alone)."""
     shared = {c.source for c in instructor.cells if c.cell_type == "code"}
     shared |= {nbtools.attendee_lines(c.source) for c in instructor.cells
                if c.cell_type == "code" and same_in_this_run(c.source)}
     code = [c for c in attendee.cells if c.cell_type == "code"]
-    first = next((i for i, c in enumerate(code) if "exercise" in c.metadata.get("tags", [])),
-                 len(code))                 # no exercise: all of it is set-up, all of it runs
     why, reached = {}, set()       # reached: names bound from what an exercise defines
     for i, cell in enumerate(code):
         tags = set(cell.metadata.get("tags", []))
@@ -208,9 +206,7 @@ def left_to_nbval(instructor, attendee) -> dict[int, str]:
                 if touched and not own:
                     why.setdefault(i, f"reads {', '.join(sorted(touched))}, which an "
                                       f"exercise reaches")
-        if i < first:
-            why[i] = "set-up, before the first exercise"
-        elif cell.source not in shared:
+        if cell.source not in shared:
             why[i] = "the attendee edition's own code"
         elif attendees:
             why[i] = "an exercise, its check, or a run of the attendee's pieces"
@@ -245,33 +241,35 @@ def attendee_and_instructor(source_cells: list[tuple[str, list]], differs: dict[
 
 def test_only_cells_no_exercise_reaches_are_left_to_nbval():
     instructor, attendee = attendee_and_instructor([
-        ("import numpy as np\nx = 1", []),                          # 0 set-up
-        ("def piece():\n    raise NotImplementedError", ["exercise"]),   # 1 the attendee's
-        ("y = piece", []),                                           # 2 reads piece
-        ("z = [v for v in (y, 2)]", []),                             # 3 reads y, bound from it
-        ("cost = np.sqrt(x)\nfor r in range(3):\n    cost += r", []),   # 4 left to nbval
-        ("print(cost)", []),                                         # 5 left to nbval
-        ("w = x + 1", []),                                           # 6 a running cell reads w
-        ("print(w, z)", []),                                         # 7 reads z
-        ("local.stop()", []),                                        # 8 stops what others use
-        ("run = make()\nrun.close()", []),                           # 9 closes its own: left
-        ("data = load('figures/x.json')", []),                       # 10 names a file
-        ("v = 2", []),                                               # 11 differs
-        ("%matplotlib inline\nprint(x)", []),                         # 12 a magic line
-        ("if x:\n    ray.shutdown()", []),                            # 13 Ray, however deep
-        ("FULL = False  # instructor edition: not quick_mode()", []),   # 14 the same in quick mode
-        ("BIG = 1  # instructor edition: 2", []),                      # 15 not the same
-    ], differs={11: "v = 3", 14: "FULL = not quick_mode()  # attendee edition: False",
-                15: "BIG = 2  # attendee edition: 1"})
+        ("import numpy as np\nx = 1", []),                          # 0 set-up a cell reads
+        ("shown = np.ones(3)\nprint(shown)", []),                   # 1 set-up no cell reads
+        ("def piece():\n    raise NotImplementedError", ["exercise"]),   # 2 the attendee's
+        ("y = piece", []),                                           # 3 reads piece
+        ("z = [v for v in (y, 2)]", []),                             # 4 reads y, bound from it
+        ("cost = np.sqrt(x)\nfor r in range(3):\n    cost += r", []),   # 5 left to nbval
+        ("print(cost)", []),                                         # 6 left to nbval
+        ("w = x + 1", []),                                           # 7 a running cell reads w
+        ("print(w, z)", []),                                         # 8 reads z
+        ("local.stop()", []),                                        # 9 stops what others use
+        ("run = make()\nrun.close()", []),                           # 10 closes its own: left
+        ("data = load('figures/x.json')", []),                       # 11 names a file
+        ("v = 2", []),                                               # 12 differs
+        ("%matplotlib inline\nprint(x)", []),                        # 13 a magic line
+        ("if x:\n    ray.shutdown()", []),                           # 14 Ray, however deep
+        ("FULL = False  # instructor edition: not quick_mode()", []),   # 15 the same in quick mode
+        ("BIG = 1  # instructor edition: 2", []),                      # 16 not the same
+    ], differs={12: "v = 3", 15: "FULL = not quick_mode()  # attendee edition: False",
+                16: "BIG = 2  # attendee edition: 1"})
     assert quick_mode()                                            # conftest.py's default
     why = left_to_nbval(instructor, attendee)
-    assert sorted(set(range(16)) - set(why)) == [4, 5, 9, 14]
-    assert why[2].startswith("reads piece") and why[3].startswith("reads y")
-    assert why[6].startswith("binds w") and why[7].startswith("reads z")
-    assert why[8].startswith("starts or stops") and why[10] == "names a file"
-    assert why[11] == "the attendee edition's own code" and why[12] == "an IPython % or ! line"
-    assert why[13].startswith("starts or stops")
-    assert why[15] == "the attendee edition's own code"
+    assert sorted(set(range(17)) - set(why)) == [1, 5, 6, 10, 15]
+    assert why[0] == "binds x, which a running cell reads" and why[2].startswith("an exercise")
+    assert why[3].startswith("reads piece") and why[4].startswith("reads y")
+    assert why[7].startswith("binds w") and why[8].startswith("reads z")
+    assert why[9].startswith("starts or stops") and why[11] == "names a file"
+    assert why[12] == "the attendee edition's own code" and why[13] == "an IPython % or ! line"
+    assert why[14].startswith("starts or stops")
+    assert why[16] == "the attendee edition's own code"
 
 
 @pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem)
