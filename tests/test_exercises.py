@@ -22,24 +22,11 @@ from course_lib.teaching import exercises
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-def exercise_groups():
-    """(the solutions above it in its notebook, stub, solution, check) of every exercise: an
-    exercise that assembles earlier ones calls the attendee's earlier answers."""
-    for path in NOTEBOOKS:
-        code = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-        earlier = []
-        for i, cell in enumerate(code):
-            if "exercise" in cell.metadata.get("tags", []):
-                yield pytest.param("\n\n".join(earlier), cell.source, code[i + 1].source,
-                                   code[i + 2].source, id=f"{path.stem}-{i}")
-                earlier += [cell.source, code[i + 1].source]
-
-
-def check_cells():
-    """(notebook number, source) of every check cell, in notebook order."""
+def tagged_cells(tag: str = "check"):
+    """(notebook number, source) of every cell tagged `tag`, in notebook order."""
     for path in NOTEBOOKS:
         for cell in nbformat.read(path, as_version=4).cells:
-            if "check" in cell.metadata.get("tags", []):
+            if tag in cell.metadata.get("tags", []):
                 yield int(path.name[:2]), cell.source
 
 
@@ -61,18 +48,18 @@ def job_client():
 
 
 def test_there_are_exercises():
-    assert len(list(exercise_groups())) >= 3
+    assert len(list(tagged_cells("exercise"))) >= 3
 
 
 def test_every_lesson_has_an_exercise():
-    numbers = {number for number, _ in check_cells()}
+    numbers = {number for number, _ in tagged_cells()}
     assert numbers == set(range(1, len(NOTEBOOKS))), numbers
 
 
 def test_checkers_are_declared_in_notebook_order_and_each_is_used_once():
     """CHECKERS lists the checkers notebook by notebook, in the order the check cells call them,
     and every checker has exactly one check cell (no dead or duplicated checker)."""
-    called = [(number, name) for number, source in check_cells()
+    called = [(number, name) for number, source in tagged_cells()
               for name in re.findall(r"exercises\.(check_\w+)\(", source)]
     declared = [(check.notebook, name) for name, check in exercises.CHECKERS.items()]
     assert sorted(declared, key=lambda item: item[0]) == declared, "sections out of order"
